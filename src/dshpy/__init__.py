@@ -1,0 +1,88 @@
+"""dshpy: the session data plane of DeepSeek Harness in Python.
+
+An agent's conversation is an append-only, typed event log per session (dsh format
+v4); the model's message history is derived from it, never stored beside it.
+"""
+
+from dshpy.core.event_data import EVENT_DATA_SHAPES
+from dshpy.core.events import SessionEvent, SurfaceOp, SurfaceReplace, decode_event, encode_event
+from dshpy.core.ids import check_session_id, new_message_id, new_session_id
+from dshpy.core.json import FrozenDict, FrozenList, freeze_json, thaw
+from dshpy.core.vocabulary import KNOWN_EVENT_TYPES, SURFACE_EVENT_TYPES
+from dshpy.errors import (
+    ConflictError,
+    CorruptSessionError,
+    DshError,
+    EventError,
+    ForkError,
+    FormatVersionError,
+    InvalidSessionIdError,
+    InvariantError,
+    ReadOnlySessionError,
+    SessionExistsError,
+    SessionNotFound,
+    StoreError,
+    SurfaceError,
+    UnknownEventTypeError,
+)
+from dshpy.log.fork import ForkPlan, plan_fork
+from dshpy.log.header import FORMAT_VERSION, SessionHeader
+from dshpy.log.invariants import Lifecycle, validate
+from dshpy.log.messages import Message
+from dshpy.log.repair import interrupted_turn_closers, open_turn_closers
+from dshpy.log.session import Session
+from dshpy.log.versions import DEFAULT_CHAIN, Migration, MigrationChain
+from dshpy.storage import BaseStore, MemoryStore, SessionInfo, SessionStore, open_store
+
+__version__ = "0.1.0.dev0"
+
+__all__ = [
+    "DEFAULT_CHAIN",
+    "EVENT_DATA_SHAPES",
+    "FORMAT_VERSION",
+    "KNOWN_EVENT_TYPES",
+    "SURFACE_EVENT_TYPES",
+    "BaseStore",
+    "ConflictError",
+    "CorruptSessionError",
+    "DshError",
+    "EventError",
+    "ForkError",
+    "ForkPlan",
+    "FormatVersionError",
+    "FrozenDict",
+    "FrozenList",
+    "InvalidSessionIdError",
+    "InvariantError",
+    "Lifecycle",
+    "MemoryStore",
+    "Message",
+    "Migration",
+    "MigrationChain",
+    "ReadOnlySessionError",
+    "Session",
+    "SessionEvent",
+    "SessionExistsError",
+    "SessionHeader",
+    "SessionInfo",
+    "SessionNotFound",
+    "SessionStore",
+    "StoreError",
+    "SurfaceError",
+    "SurfaceOp",
+    "SurfaceReplace",
+    "UnknownEventTypeError",
+    "__version__",
+    "check_session_id",
+    "decode_event",
+    "encode_event",
+    "freeze_json",
+    "interrupted_turn_closers",
+    "new_message_id",
+    "new_session_id",
+    "open_store",
+    "open_turn_closers",
+    "plan_fork",
+    "thaw",
+    "validate",
+]

@@ -1,0 +1,221 @@
+"""The event envelope of dsh format v4 and its exact wire form.
+
+An event is ``type``, ``seq``, ``time``, ``data`` and, only where the rules allow
+them, ``surfaceOp``, ``sourceEventSeqs`` and ``ignorable``. :meth:`SessionEvent.to_wire`
+writes those keys in the order dsh's writer uses (``type, seq, time, data,
+sourceEventSeqs, surfaceOp, ignorable``), so our lines are byte-compatible with
+``JSON.stringify`` of the same event. The JSONL storage form additionally packs
+strictly increasing ``sourceEventSeqs`` into ``[start, end]`` ranges
+(:func:`encode_seq_ranges`); every reader expands them.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, TypeAlias
+
+from dshpy.core.json import MAX_SAFE_INTEGER, FrozenDict, JsonValue, NotJsonError, dumps, freeze_json
+from dshpy.errors import EventError, SurfaceError
+
+__all__ = [
+    "ENVELOPE_KEYS",
+    "SessionEvent",
+    "SurfaceOp",
+    "SurfaceReplace",
+    "decode_event",
+    "decode_seq_ranges",
+    "encode_event",
+    "encode_seq_ranges",
+    "event_from_parts",
+    "is_seq",
+    "parse_surface_op",
+]
+
+ENVELOPE_KEYS = frozenset({"type", "seq", "time", "data", "surfaceOp", "sourceEventSeqs", "ignorable"})
+
+
+def is_seq(value: object) -> bool:
+    """Whether ``value`` is a non-negative safe integer (bools excluded)."""
+    return type(value) is int and 0 <= value <= MAX_SAFE_INTEGER
+
+
+@dataclass(frozen=True, slots=True)
+class SurfaceReplace:
+    """``{"op": "replace", "startSeq", "endSeq"}``: swap a visible span for one node.
+
+    ``start_seq`` and ``end_seq`` are looked up by their *position in the current
+    surface*, not numerically, because earlier replacements move high seqs forward.
+    """
+
+    start_seq: int
+    end_seq: int
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"op": "replace", "startSeq": self.start_seq, "endSeq": self.end_seq}
+
+
+SurfaceOp: TypeAlias = Literal["append"] | SurfaceReplace
+
+
+@dataclass(frozen=True, slots=True)
+class SessionEvent:
+    """One immutable log entry. ``data`` is frozen JSON (read-only dicts and lists)."""
+
+    type: str
+    seq: int
+    time: int
+    data: JsonValue
+    surface_op: SurfaceOp | None = None
+    source_event_seqs: tuple[int, ...] | None = None
+    ignorable: bool = False
+
+    @property
+    def is_surface(self) -> bool:
+        """Whether this event joined the model-visible surface."""
+        return self.surface_op is not None
+
+    def to_wire(self, *, seq_ranges: bool = False) -> dict[str, Any]:
+        """The dsh v4 JSON object, keys in the original writer's order."""
+        wire: dict[str, Any] = {"type": self.type, "seq": self.seq, "time": self.time, "data": self.data}
+        if self.source_event_seqs is not None:
+            seqs = self.source_event_seqs
+            wire["sourceEventSeqs"] = encode_seq_ranges(seqs) if seq_ranges else list(seqs)
+        if self.surface_op is not None:
+            op = self.surface_op
+            wire["surfaceOp"] = op if isinstance(op, str) else op.to_wire()
+        if self.ignorable:
+            wire["ignorable"] = True
+        return wire
+
+
+def encode_event(event: SessionEvent, *, seq_ranges: bool = True) -> bytes:
+    """One event as compact JSON bytes (no newline), in its storage form."""
+    return dumps(event.to_wire(seq_ranges=seq_ranges))
+
+
+def encode_seq_ranges(seqs: Sequence[int]) -> list[int | list[int]]:
+    """Pack runs of three or more consecutive seqs as ``[start, end]`` (increasing lists only).
+
+    A list that is not strictly increasing (a compaction checkpoint cites
+    ``[start, summary, ...shadowed]``) is stored verbatim, as dsh does.
+    """
+    if any(b <= a for a, b in itertools.pairwise(seqs)):
+        return list(seqs)
+    packed: list[int | list[int]] = []
+    i = 0
+    while i < len(seqs):
+        j = i
+        while j + 1 < len(seqs) and seqs[j + 1] == seqs[j] + 1:
+            j += 1
+        if j - i >= 2:
+            packed.append([seqs[i], seqs[j]])
+        else:
+            packed.extend(seqs[i : j + 1])
+        i = j + 1
+    return packed
+
+
+def decode_seq_ranges(raw: Any, limit: int) -> tuple[int, ...]:
+    """Expand the storage form; ``limit`` (the event's own seq) bounds the expanded length."""
+    if not isinstance(raw, list):
+        raise ValueError("sourceEventSeqs must be an array")
+    out: list[int] = []
+    ranged = False
+    for entry in raw:
+        if is_seq(entry):
+            out.append(entry)
+        elif isinstance(entry, list) and len(entry) == 2 and is_seq(entry[0]) and is_seq(entry[1]):
+            start, end = entry
+            if end < start:
+                raise ValueError("sourceEventSeqs ranges need start <= end")
+            if end - start + 1 > limit - len(out):
+                raise ValueError("sourceEventSeqs range exceeds its event's seq")
+            out.extend(range(start, end + 1))
+            ranged = True
+        else:
+            raise ValueError("sourceEventSeqs entries must be seqs or [start, end] pairs")
+        if len(out) > limit:
+            raise ValueError("sourceEventSeqs lists more entries than earlier events")
+    if ranged and any(b <= a for a, b in itertools.pairwise(out)):
+        raise ValueError("sourceEventSeqs ranges must be strictly increasing")
+    return tuple(out)
+
+
+def _envelope_error(detail: str, raw: Mapping[str, Any]) -> EventError:
+    seq = raw.get("seq") if is_seq(raw.get("seq")) else None
+    kind = raw.get("type") if isinstance(raw.get("type"), str) else None
+    return EventError(f"invalid event envelope: {detail}", event_type=kind, seq=seq)
+
+
+def decode_event(raw: Any) -> SessionEvent:
+    """Build an event from its wire (or storage) object, checking the envelope only.
+
+    Surface, vocabulary and lifecycle rules are checked when the event joins a log.
+    """
+    if not isinstance(raw, Mapping):
+        raise EventError("invalid event envelope: an event must be a JSON object")
+    extra = set(raw) - ENVELOPE_KEYS
+    if extra:
+        raise _envelope_error(f"unexpected key {sorted(extra)[0]!r}", raw)
+    kind = raw.get("type")
+    if not isinstance(kind, str) or not kind:
+        raise _envelope_error("type must be a non-empty string", raw)
+    seq: Any = raw.get("seq")
+    if not is_seq(seq):
+        raise _envelope_error("seq must be a non-negative safe integer", raw)
+    time = raw.get("time")
+    if type(time) is not int or abs(time) > MAX_SAFE_INTEGER:
+        raise _envelope_error("time must be a safe integer", raw)
+    if "data" not in raw:
+        raise _envelope_error("data is missing", raw)
+    ignorable = raw.get("ignorable", False)
+    if "ignorable" in raw and ignorable is not True:
+        raise _envelope_error("ignorable must be true when present", raw)
+    try:
+        data = freeze_json(raw["data"])
+    except NotJsonError as error:
+        raise _envelope_error(f"data is not lossless JSON ({error})", raw) from None
+    surface_op = parse_surface_op(raw["surfaceOp"], kind, seq) if "surfaceOp" in raw else None
+    sources: tuple[int, ...] | None = None
+    if "sourceEventSeqs" in raw:
+        try:
+            sources = decode_seq_ranges(raw["sourceEventSeqs"], seq)
+        except ValueError as error:
+            raise _envelope_error(str(error), raw) from None
+    return SessionEvent(kind, seq, time, data, surface_op, sources, ignorable is True)
+
+
+def parse_surface_op(raw: Any, event_type: str, seq: int | None) -> SurfaceOp:
+    """Accept ``"append"``, a :class:`SurfaceReplace`, or the exact 3-key replace object."""
+    if raw == "append" or isinstance(raw, SurfaceReplace):
+        return "append" if isinstance(raw, str) else raw
+    if not isinstance(raw, Mapping):
+        raise SurfaceError(f'session event "{event_type}" carries an invalid surfaceOp', event_type=event_type, seq=seq)
+    if (
+        set(raw) != {"op", "startSeq", "endSeq"}
+        or raw["op"] != "replace"
+        or not is_seq(raw["startSeq"])
+        or not is_seq(raw["endSeq"])
+    ):
+        raise SurfaceError(
+            f'session event "{event_type}" carries an invalid replace surfaceOp', event_type=event_type, seq=seq
+        )
+    return SurfaceReplace(raw["startSeq"], raw["endSeq"])
+
+
+def event_from_parts(
+    event_type: str,
+    seq: int,
+    time: int,
+    data: Any,
+    surface_op: Any = None,
+    source_event_seqs: Sequence[int] | None = None,
+    ignorable: bool = False,
+) -> SessionEvent:
+    """Build an event from Python values (freezing ``data``); used by synthesizers like repair."""
+    frozen = data if isinstance(data, FrozenDict) else freeze_json(data)
+    op = None if surface_op is None else parse_surface_op(surface_op, event_type, seq)
+    sources = None if source_event_seqs is None else tuple(source_event_seqs)
+    return SessionEvent(event_type, seq, time, frozen, op, sources, ignorable)

@@ -1,0 +1,180 @@
+"""Lossless JSON values: validated, copied and frozen once, then shared freely.
+
+The log promises that what the model saw can be rebuilt byte for byte, so event data
+must survive a JSON round trip unchanged. ``freeze_json`` is the single gate: it
+refuses anything JSON cannot carry exactly (NaN, infinities, ``-0.0``, integers a
+JavaScript reader would round, non-string keys, arbitrary objects, cycles) and
+returns a deep copy built from :class:`FrozenDict` and :class:`FrozenList`. Those
+are ``dict``/``list`` subclasses, so orjson, pydantic and ``isinstance`` checks keep
+working, but every mutating method raises; a frozen value is therefore safe to
+share between events, derived messages and callers without defensive copies.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any, NoReturn, SupportsIndex
+
+import orjson
+
+__all__ = [
+    "MAX_DEPTH",
+    "MAX_SAFE_INTEGER",
+    "FrozenDict",
+    "FrozenList",
+    "JsonValue",
+    "NotJsonError",
+    "dumps",
+    "freeze_json",
+    "loads",
+    "thaw",
+]
+
+JsonValue = Any
+"""A JSON value: None, bool, int, float, str, list or dict of JSON values (frozen once stored)."""
+
+MAX_SAFE_INTEGER = 2**53 - 1
+"""Largest integer every JSON reader (JavaScript's included) keeps exact."""
+
+MAX_DEPTH = 200
+"""Deepest container nesting accepted; orjson refuses to encode past 254 levels."""
+
+
+class NotJsonError(ValueError):
+    """A value cannot be stored as lossless JSON; ``path`` locates it (``$.a[0]``)."""
+
+    def __init__(self, reason: str, path: str) -> None:
+        super().__init__(f"{reason} at {path}")
+        self.reason = reason
+        self.path = path
+
+
+def _immutable(*_args: object, **_kwargs: object) -> NoReturn:
+    raise TypeError("stored event data is immutable; copy it with dshpy.thaw() to change it")
+
+
+class FrozenDict(dict[str, Any]):
+    """A read-only ``dict``: every mutating method raises ``TypeError``."""
+
+    __slots__ = ()
+
+    __setitem__ = _immutable
+    __delitem__ = _immutable
+    __ior__ = _immutable
+    clear = _immutable
+    pop = _immutable
+    popitem = _immutable
+    setdefault = _immutable
+    update = _immutable
+
+    def __reduce__(self) -> tuple[type[FrozenDict], tuple[dict[str, Any]]]:
+        return (FrozenDict, (dict(self),))
+
+    def __repr__(self) -> str:
+        return f"FrozenDict({dict.__repr__(self)})"
+
+
+class FrozenList(list[Any]):
+    """A read-only ``list``: every mutating method raises ``TypeError``."""
+
+    __slots__ = ()
+
+    __setitem__ = _immutable
+    __delitem__ = _immutable
+    __iadd__ = _immutable
+    __imul__ = _immutable
+    append = _immutable
+    clear = _immutable
+    extend = _immutable
+    insert = _immutable
+    pop = _immutable
+    remove = _immutable
+    reverse = _immutable
+    sort = _immutable
+
+    def __reduce__(self) -> tuple[type[FrozenList], tuple[list[Any]]]:
+        return (FrozenList, (list(self),))
+
+    def __repr__(self) -> str:
+        return f"FrozenList({list.__repr__(self)})"
+
+    def index(self, value: Any, start: SupportsIndex = 0, stop: SupportsIndex = 2**62) -> int:
+        return list.index(self, value, start, stop)
+
+
+_SCALARS = (str, bool, type(None))
+
+
+def freeze_json(value: Any) -> JsonValue:
+    """Validate ``value`` as lossless JSON and return a frozen deep copy.
+
+    Already-frozen containers are trusted and returned as they are, which makes
+    re-appending data taken from an earlier event (a derived message, say) free.
+    Raises :class:`NotJsonError` naming the first offending location.
+    """
+    return _freeze(value, "$", 0, set())
+
+
+def _freeze(value: Any, path: str, depth: int, active: set[int]) -> JsonValue:
+    kind = type(value)
+    if kind is str or value is None or kind is bool:
+        return value
+    if kind is int:
+        if -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
+            return value
+        raise NotJsonError("integer outside the exact JSON range ±(2**53-1)", path)
+    if kind is float:
+        if not math.isfinite(value):
+            raise NotJsonError(f"non-finite number {value!r}", path)
+        if value == 0.0 and math.copysign(1.0, value) < 0:
+            raise NotJsonError("negative zero", path)
+        return value
+    if kind is FrozenDict or kind is FrozenList:
+        return value
+    if depth >= MAX_DEPTH:
+        raise NotJsonError(f"nesting deeper than {MAX_DEPTH} levels", path)
+    if isinstance(value, Mapping) and not isinstance(value, type):
+        marker = id(value)
+        if marker in active:
+            raise NotJsonError("reference cycle", path)
+        active.add(marker)
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            if type(key) is not str:
+                raise NotJsonError(f"non-string key {key!r}", path)
+            out[key] = _freeze(item, f"{path}.{key}", depth + 1, active)
+        active.discard(marker)
+        return FrozenDict(out)
+    if kind is list or kind is tuple or isinstance(value, list | tuple):
+        marker = id(value)
+        if marker in active:
+            raise NotJsonError("reference cycle", path)
+        active.add(marker)
+        items = [_freeze(item, f"{path}[{i}]", depth + 1, active) for i, item in enumerate(value)]
+        active.discard(marker)
+        return FrozenList(items)
+    if isinstance(value, str):  # str subclasses (enums): store the plain string
+        return str.__str__(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return _freeze(int(value), path, depth, active)
+    raise NotJsonError(f"value of type {kind.__name__} is not JSON", path)
+
+
+def thaw(value: JsonValue) -> Any:
+    """Return a plain, mutable deep copy of a (frozen) JSON value."""
+    if isinstance(value, dict):
+        return {key: thaw(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [thaw(item) for item in value]
+    return value
+
+
+def dumps(value: JsonValue) -> bytes:
+    """Encode compactly, keeping key order (dsh writes ``JSON.stringify`` output)."""
+    return orjson.dumps(value)
+
+
+def loads(raw: bytes | bytearray | memoryview | str) -> JsonValue:
+    """Decode strict JSON (NaN and Infinity are refused) into plain containers."""
+    return orjson.loads(raw)

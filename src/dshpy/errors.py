@@ -1,0 +1,133 @@
+"""Every error dshpy raises on purpose, in one tree.
+
+Callers catch the branch that matches what they can do about it::
+
+    DshError                      anything dshpy refused or could not do
+    ├── EventError                an event (or its data) is malformed; nothing was appended
+    │   ├── SurfaceError          a surface rule refused it (surfaceOp, sourceEventSeqs, replace)
+    │   └── InvariantError        a lifecycle rule refused it (turn/step nesting, tool pairing)
+    ├── ForkError                 a fork was refused; ``.code`` says why (dsh's codes)
+    ├── ReadOnlySessionError      the session handle cannot append (inspect view, archived)
+    └── StoreError                persistence failed or refused
+        ├── ConflictError         another writer got there first (expected seq was stale)
+        ├── SessionNotFound       no session with that id
+        ├── SessionExistsError    create() with an id that is already taken
+        ├── InvalidSessionIdError the id is not a safe session id
+        ├── CorruptSessionError   stored bytes are damaged before the recoverable tail
+        └── FormatVersionError    stored data uses a format this build cannot read
+            └── UnknownEventTypeError  a required (non-ignorable) event type we do not know
+
+``InvariantError`` and ``SurfaceError`` both carry the offending ``seq`` so that a log
+loaded from disk points at the exact event that broke a rule.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConflictError",
+    "CorruptSessionError",
+    "DshError",
+    "EventError",
+    "ForkError",
+    "FormatVersionError",
+    "InvalidSessionIdError",
+    "InvariantError",
+    "ReadOnlySessionError",
+    "SessionExistsError",
+    "SessionNotFound",
+    "StoreError",
+    "SurfaceError",
+    "UnknownEventTypeError",
+]
+
+
+class DshError(Exception):
+    """Root of every error dshpy raises deliberately."""
+
+
+class EventError(DshError, ValueError):
+    """An event or its data was refused; the log is unchanged.
+
+    ``event_type`` and ``seq`` name the candidate that was refused (``seq`` is the
+    position it would have taken, or held in a stored log).
+    """
+
+    def __init__(self, message: str, *, event_type: str | None = None, seq: int | None = None) -> None:
+        super().__init__(message)
+        self.event_type = event_type
+        self.seq = seq
+
+
+class SurfaceError(EventError):
+    """A surface rule (dsh-v4 §2.2, §3.2) refused the event."""
+
+
+class InvariantError(EventError):
+    """A lifecycle invariant (turn/step nesting, numbering, tool pairing) was broken.
+
+    ``rule`` is a short stable name of the broken rule, for tests and tooling.
+    """
+
+    def __init__(self, message: str, *, rule: str, event_type: str | None = None, seq: int | None = None):
+        super().__init__(message, event_type=event_type, seq=seq)
+        self.rule = rule
+
+
+class ForkError(DshError):
+    """A fork was refused; nothing was created.
+
+    ``code`` is one of ``SESSION_NOT_FOUND``, ``SESSION_ALREADY_EXISTS``,
+    ``INVALID_BOUNDARY``, ``OPEN_TURN`` (the codes dsh uses).
+    """
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class ReadOnlySessionError(DshError):
+    """The session handle is read-only (an ``inspect`` view, or a closed handle)."""
+
+
+class StoreError(DshError):
+    """Persistence failed or refused the request."""
+
+
+class ConflictError(StoreError):
+    """A conditional append lost: the stored log did not end where the writer expected.
+
+    ``expected_seq`` is the seq the writer wanted to write next and ``actual_seq``
+    the stored log's next seq (when known).
+    """
+
+    def __init__(self, message: str, *, expected_seq: int | None = None, actual_seq: int | None = None):
+        super().__init__(message)
+        self.expected_seq = expected_seq
+        self.actual_seq = actual_seq
+
+
+class SessionNotFound(StoreError, KeyError):
+    """No session with this id exists in the store."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+class SessionExistsError(StoreError):
+    """A session with this id already exists."""
+
+
+class InvalidSessionIdError(StoreError, ValueError):
+    """The session id is not of the accepted shape; nothing was touched."""
+
+
+class CorruptSessionError(StoreError):
+    """Stored data is damaged in a committed region; nothing is repaired silently."""
+
+
+class FormatVersionError(StoreError):
+    """The stored format version cannot be read by this build (newer, or no upgrade path)."""
+
+
+class UnknownEventTypeError(FormatVersionError):
+    """A stored event has a type this build does not know and it is not marked ignorable."""

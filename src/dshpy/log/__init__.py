@@ -1,0 +1,1 @@
+"""The pure event log: sessions, surface fold, invariants, repair, fork planning, format versions."""

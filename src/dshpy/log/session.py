@@ -1,0 +1,370 @@
+"""The live session: one append-only log, its surface, and the messages derived from it.
+
+Every append runs the same admission pipeline whether the event is new, restored
+from storage or synthesized by repair: lossless-JSON snapshot, per-type data
+checks, surface plan, lifecycle check — and only then commit. A refused event
+leaves the log, the surface and the derived history exactly as they were.
+
+Appends buffer in memory; :meth:`Session.flush` hands the unflushed tail to the
+store as one conditional batch. A session is a single writer: a second handle on
+the same id that flushes from a stale position gets :class:`ConflictError`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Sequence
+from types import TracebackType
+from typing import Any, Protocol
+
+from dshpy.core.events import SessionEvent, SurfaceOp, is_seq, parse_surface_op
+from dshpy.core.ids import check_session_id, new_session_id
+from dshpy.core.json import NotJsonError, freeze_json
+from dshpy.core.validation import validate_event_data
+from dshpy.core.vocabulary import KNOWN_EVENT_TYPES, is_plugin_type
+from dshpy.errors import EventError, ReadOnlySessionError, SurfaceError, UnknownEventTypeError
+from dshpy.log.header import SessionHeader
+from dshpy.log.invariants import Lifecycle
+from dshpy.log.messages import LogView, Message, message_of
+from dshpy.log.surface import Surface
+
+__all__ = ["EventListener", "Session", "SessionWriter"]
+
+log = logging.getLogger("dshpy.session")
+
+EventListener = Callable[["Session", SessionEvent], None]
+
+
+class SessionWriter(Protocol):
+    """What a store gives a live session: a conditional batch write and a release."""
+
+    def write(self, session_id: str, expected_seq: int, events: Sequence[SessionEvent]) -> None:
+        """Durably store ``events`` iff the stored log's next seq is ``expected_seq``."""
+
+    def close(self) -> None:
+        """Release whatever the writer holds (locks, connections)."""
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class Session:
+    """A session's log with its derived state. Create through a store, or :meth:`new` for a detached one."""
+
+    def __init__(
+        self,
+        header: SessionHeader,
+        events: Iterable[SessionEvent] = (),
+        *,
+        writer: SessionWriter | None = None,
+        flushed: int | None = None,
+        read_only: bool = False,
+        clock: Callable[[], int] = _now_ms,
+    ) -> None:
+        """Restore a session from ``events`` (validated one by one).
+
+        ``flushed`` is how many of ``events`` are already durable (default: all of
+        them); the rest are pending until :meth:`flush`.
+        """
+        self._header = header
+        self._events: list[SessionEvent] = []
+        self._surface = Surface()
+        self._lifecycle = Lifecycle()
+        self._messages: list[Message] = []
+        self._derived_nodes = 0
+        self._derived_generation = 0
+        self._request_header: Any = None
+        self._inherited = 0
+        self._seeded = False
+        self._listeners: list[EventListener] = []
+        self._clock = clock
+        self._writer = writer
+        self._read_only = read_only
+        self._closed = False
+        for event in events:
+            self._admit(event, restoring=True)
+        self._flushed = len(self._events) if flushed is None else flushed
+        if header.is_seeded != self._seeded:
+            raise EventError(
+                f'session "{header.id}": header isSeeded={header.is_seeded} disagrees with its '
+                "inherited end-seed marker"
+            )
+
+    @classmethod
+    def new(
+        cls, *, session_id: str | None = None, cwd: str | None = None, clock: Callable[[], int] = _now_ms
+    ) -> Session:
+        """A detached in-memory session (no store; :meth:`flush` is a no-op)."""
+        sid = check_session_id(session_id) if session_id is not None else new_session_id()
+        return cls(SessionHeader.new(sid, cwd=cwd, created_at=clock()), clock=clock)
+
+    # -- reading ------------------------------------------------------------------
+
+    @property
+    def id(self) -> str:
+        return self._header.id
+
+    @property
+    def header(self) -> SessionHeader:
+        return self._header
+
+    @property
+    def events(self) -> Sequence[SessionEvent]:
+        """All events, as an immutable snapshot (O(1); later appends do not show in it)."""
+        return LogView(self._events)
+
+    def __len__(self) -> int:
+        return len(self._events)
+
+    @property
+    def next_seq(self) -> int:
+        return len(self._events)
+
+    @property
+    def inherited_event_count(self) -> int:
+        """Events inherited from a fork parent (the seq of the last inherited end-seed marker)."""
+        return self._inherited
+
+    @property
+    def lifecycle(self) -> Lifecycle:
+        """A copy of the turn/step/tool-call state after the last event."""
+        return self._lifecycle.copy()
+
+    @property
+    def open_turn(self) -> int | None:
+        return self._lifecycle.open_turn
+
+    @property
+    def next_turn(self) -> int:
+        return self._lifecycle.next_turn
+
+    @property
+    def pending_count(self) -> int:
+        """Appended events not yet handed to the store by :meth:`flush`."""
+        return len(self._events) - self._flushed
+
+    @property
+    def read_only(self) -> bool:
+        return self._read_only or self._closed
+
+    @property
+    def surface_nodes(self) -> Sequence[int]:
+        """Seqs of the model-visible events, in model order."""
+        return tuple(self._surface.nodes)
+
+    def derive_messages(self) -> Sequence[Message]:
+        """The model's message history, folded from the surface.
+
+        Incremental: appends extend the cached history, only a replace rebuilds it.
+        The result is an immutable snapshot sharing the stored message objects.
+        """
+        surface = self._surface
+        if surface.generation != self._derived_generation:
+            self._messages = []
+            self._derived_nodes = 0
+            self._derived_generation = surface.generation
+        nodes = surface.nodes
+        if self._derived_nodes < len(nodes):
+            events = self._events
+            messages = self._messages
+            for seq in nodes[self._derived_nodes :]:
+                message = message_of(events[seq])
+                if message is not None:
+                    messages.append(message)
+            self._derived_nodes = len(nodes)
+        return LogView(self._messages)
+
+    def request_header(self) -> Any:
+        """The ``header`` of the latest ``request/header`` event, or ``None`` before the first."""
+        return self._request_header
+
+    # -- writing ------------------------------------------------------------------
+
+    def append(
+        self,
+        type: str,
+        data: Any,
+        *,
+        surface_op: SurfaceOp | dict[str, Any] | None = None,
+        source_event_seqs: Sequence[int] | None = None,
+        ignorable: bool = False,
+    ) -> SessionEvent:
+        """Append one event stamped with the next seq and the current time; returns it.
+
+        ``plugin:<namespace>/<name>`` types are plugin records: always ignorable,
+        never on the surface. Any other type must be one dsh v4 knows, unless it is
+        explicitly ``ignorable``. Raises :class:`EventError` (or a subclass) and
+        commits nothing when the event is refused.
+        """
+        self._check_writable()
+        if not isinstance(type, str) or not type:
+            raise EventError("event type must be a non-empty string")
+        if type.startswith("plugin:"):
+            if not is_plugin_type(type):
+                raise EventError(
+                    f'invalid plugin record type "{type}": use plugin:<namespace>/<name> in lower case', event_type=type
+                )
+            ignorable = True
+        elif type not in KNOWN_EVENT_TYPES and not ignorable:
+            raise EventError(
+                f'unknown event type "{type}": dsh readers would refuse it; mark it ignorable=True or use a '
+                "plugin:<namespace>/<name> record",
+                event_type=type,
+            )
+        seq = len(self._events)
+        try:
+            frozen = freeze_json(data)
+        except NotJsonError as error:
+            raise EventError(
+                f'session event "{type}" carries non-JSON-serializable data: {error}', event_type=type, seq=seq
+            ) from None
+        op = None if surface_op is None else parse_surface_op(surface_op, type, seq)
+        sources: tuple[int, ...] | None = None
+        if source_event_seqs is not None:
+            if isinstance(source_event_seqs, str | bytes) or not all(is_seq(s) for s in source_event_seqs):
+                raise SurfaceError(
+                    f'session event "{type}" sourceEventSeqs must densely contain non-negative safe integers',
+                    event_type=type,
+                    seq=seq,
+                )
+            sources = tuple(source_event_seqs)
+        event = SessionEvent(type, seq, self._clock(), frozen, op, sources, ignorable)
+        self._admit(event)
+        return event
+
+    def append_events(self, events: Iterable[SessionEvent]) -> list[SessionEvent]:
+        """Append prebuilt events (repair closers, imports), keeping their times.
+
+        Each must carry the next seq. All are checked first; if one is refused,
+        none is appended.
+        """
+        self._check_writable()
+        batch = list(events)
+        trial = self._fork_state()
+        for event in batch:
+            trial._admit(event)  # raises before anything reaches self
+        for event in batch:
+            self._admit(event)
+        return batch
+
+    def flush(self) -> int:
+        """Hand the pending events to the store as one conditional batch; returns their count.
+
+        Raises :class:`~dshpy.errors.ConflictError` if another writer appended first;
+        the pending events then stay pending (reopen the session to continue).
+        """
+        pending = len(self._events) - self._flushed
+        if pending == 0 or self._writer is None:
+            if self._writer is None:
+                self._flushed = len(self._events)
+            return 0
+        end = len(self._events)
+        self._writer.write(self.id, self._flushed, self._events[self._flushed : end])
+        self._flushed = end
+        return pending
+
+    def close(self) -> None:
+        """Flush, then release the writer; the handle becomes read-only."""
+        if self._closed:
+            return
+        try:
+            if not self._read_only:
+                self.flush()
+        finally:
+            self._closed = True
+            if self._writer is not None:
+                self._writer.close()
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if exc is None:
+            self.close()
+            return
+        try:
+            self.close()
+        except Exception:  # the original error matters more than a failed flush on the way out
+            log.exception("flush on exit failed for session %s", self.id)
+
+    def attach_writer(self, writer: SessionWriter) -> None:
+        """Give a detached session its store writer (stores call this after creating the record)."""
+        if self._writer is not None:
+            raise ReadOnlySessionError(f'session "{self.id}" already has a writer')
+        self._writer = writer
+
+    def subscribe(self, listener: EventListener) -> Callable[[], None]:
+        """Call ``listener(session, event)`` after each committed append; returns an unsubscribe."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener) if listener in self._listeners else None
+
+    # -- admission ----------------------------------------------------------------
+
+    def _check_writable(self) -> None:
+        if self._closed:
+            raise ReadOnlySessionError(f'session "{self.id}" is closed')
+        if self._read_only:
+            raise ReadOnlySessionError(f'session "{self.id}" is a read-only view')
+
+    def _fork_state(self) -> Session:
+        """A throwaway copy of the admission state (shares immutable events)."""
+        trial = Session.__new__(Session)
+        trial._header = self._header
+        trial._events = list(self._events)
+        trial._surface = self._surface.copy()
+        trial._lifecycle = self._lifecycle.copy()
+        trial._inherited = self._inherited
+        trial._seeded = self._seeded
+        trial._request_header = None
+        trial._listeners = []
+        return trial
+
+    def _admit(self, event: SessionEvent, *, restoring: bool = False) -> None:
+        seq = len(self._events)
+        if event.seq != seq:
+            raise EventError(
+                f"session event seq {event.seq} is not contiguous; expected {seq}", event_type=event.type, seq=event.seq
+            )
+        kind = event.type
+        if kind not in KNOWN_EVENT_TYPES and not event.ignorable:
+            raise UnknownEventTypeError(
+                f'event type "{kind}" (seq {seq}) is unknown to this harness and not marked ignorable; '
+                "the log was likely written by a newer harness — upgrade dshpy to open it"
+            )
+        if kind in KNOWN_EVENT_TYPES:
+            validate_event_data(kind, event.data, seq)
+            if kind == "session/end-seed" and event.data.get("inherited") is True and not restoring:
+                raise EventError(
+                    "only a fork's starting log may carry session/end-seed {inherited: true}", event_type=kind, seq=seq
+                )
+            if kind == "developer/message" and "headerSeq" in event.data:
+                header_seq = event.data["headerSeq"]
+                if header_seq >= seq or self._events[header_seq].type != "request/header":
+                    raise EventError(
+                        "developer/message headerSeq must reference an earlier request/header", event_type=kind, seq=seq
+                    )
+        plan = self._surface.plan(event, self._events)
+        if kind in KNOWN_EVENT_TYPES:
+            self._lifecycle.check(event)
+        # commit: nothing below may raise
+        self._events.append(event)
+        self._surface.commit(plan)
+        if kind in KNOWN_EVENT_TYPES:
+            self._lifecycle.apply(event)
+            if kind == "request/header":
+                self._request_header = event.data["header"]
+            elif kind == "session/end-seed" and event.data.get("inherited") is True:
+                self._inherited = seq
+                self._seeded = True
+        for listener in tuple(self._listeners):
+            try:
+                listener(self, event)
+            except Exception:
+                log.exception("session listener failed on seq %d of %s", seq, self.id)
+
+    def __repr__(self) -> str:
+        return f"<Session {self.id} events={len(self._events)} pending={self.pending_count}>"

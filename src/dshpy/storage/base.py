@@ -1,0 +1,473 @@
+"""The store contract every backend honours, and the logic they all share.
+
+:class:`SessionStore` is the protocol callers program against. :class:`BaseStore`
+implements it once on top of a handful of primitives a backend provides (create a
+record, read events, conditionally append, delete), so repair, fork planning,
+export/import and validation behave identically on every backend; the shared
+contract suite in :mod:`dshpy.testing.contract` checks exactly that.
+
+Conditional append is the whole concurrency story: a batch commits only if the
+stored log ends exactly where the writer expected. Re-sending a batch that already
+committed with identical bytes succeeds without writing, so a client that lost the
+reply can simply retry.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from dshpy.core.events import SessionEvent, decode_event, encode_event
+from dshpy.core.ids import check_session_id, new_session_id
+from dshpy.errors import (
+    ConflictError,
+    CorruptSessionError,
+    DshError,
+    ForkError,
+    SessionExistsError,
+    SessionNotFound,
+    StoreError,
+)
+from dshpy.log.fork import plan_fork
+from dshpy.log.header import SessionHeader
+from dshpy.log.repair import interrupted_turn_closers
+from dshpy.log.session import Session
+from dshpy.log.versions import DEFAULT_CHAIN
+
+__all__ = [
+    "EXPORT_FORMAT",
+    "BaseStore",
+    "SessionInfo",
+    "SessionStore",
+    "StoredRecord",
+    "events_digest",
+]
+
+EXPORT_FORMAT = "dshpy.session-export"
+
+
+@dataclass(frozen=True, slots=True)
+class SessionInfo:
+    """What ``list``/``stat`` report about one stored session."""
+
+    id: str
+    header: SessionHeader
+    event_count: int
+    updated_at: int
+    """Time of the last event (epoch ms), or ``createdAt`` for an empty log."""
+    forks: tuple[str, ...] = ()
+    """Ids of sessions forked from this one that this store knows."""
+
+    @property
+    def created_at(self) -> int:
+        return self.header.created_at
+
+    @property
+    def cwd(self) -> str | None:
+        return self.header.cwd
+
+    @property
+    def parent_session(self) -> str | None:
+        return self.header.parent_session
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "createdAt": self.header.created_at,
+            "updatedAt": self.updated_at,
+            "cwd": self.header.cwd,
+            "parentSession": self.header.parent_session,
+            "isSeeded": self.header.is_seeded,
+            "eventCount": self.event_count,
+            "forks": list(self.forks),
+        }
+
+
+@dataclass(slots=True)
+class StoredRecord:
+    """A backend's view of one session: header, lineage base, and its own events."""
+
+    header: SessionHeader
+    base: tuple[str, int] | None = None
+    """``(parent id, inherited count)`` when the prefix is read from the parent (zero-copy fork)."""
+    events: list[SessionEvent] = field(default_factory=list)
+
+
+@runtime_checkable
+class SessionStore(Protocol):
+    """The persistence interface (DESIGN.md §6); see :class:`BaseStore` for the semantics."""
+
+    url: str
+    zero_copy_fork: bool
+
+    def create(self, *, session_id: str | None = None, cwd: str | None = None) -> Session: ...
+    def open(self, session_id: str) -> Session: ...
+    def inspect(self, session_id: str) -> Session: ...
+    def read(self, session_id: str, from_seq: int = 0) -> Iterator[SessionEvent]: ...
+    def append(self, session_id: str, events: Sequence[SessionEvent], *, expected_seq: int) -> None: ...
+    def fork(
+        self,
+        session_id: str,
+        boundary: int | None = None,
+        *,
+        child_id: str | None = None,
+        close_open_turn: bool = False,
+    ) -> Session: ...
+    def list(self) -> list[SessionInfo]: ...
+    def stat(self, session_id: str) -> SessionInfo: ...
+    def exists(self, session_id: str) -> bool: ...
+    def export(self, session_id: str) -> dict[str, Any]: ...
+    def import_session(self, document: dict[str, Any], *, session_id: str | None = None) -> SessionInfo: ...
+    def delete(self, session_id: str, *, detach_forks: bool = False) -> None: ...
+    def close(self) -> None: ...
+
+
+def events_digest(events: Sequence[SessionEvent]) -> str:
+    """SHA-256 over the canonical event bytes: each event's wire JSON plus ``\\n``."""
+    digest = hashlib.sha256()
+    for event in events:
+        digest.update(encode_event(event, seq_ranges=False))
+        digest.update(b"\n")
+    return digest.hexdigest()
+
+
+class _StoreWriter:
+    """The writer a live session gets: conditional appends straight into the backend."""
+
+    __slots__ = ("_store",)
+
+    def __init__(self, store: BaseStore) -> None:
+        self._store = store
+
+    def write(self, session_id: str, expected_seq: int, events: Sequence[SessionEvent]) -> None:
+        self._store._append_checked(session_id, expected_seq, events)
+
+    def close(self) -> None:
+        pass
+
+
+class BaseStore(ABC):
+    """Shared store logic over backend primitives.
+
+    A backend implements the ``_`` methods below. Every public method validates the
+    session id first, so no backend ever sees an unchecked id.
+    """
+
+    url: str = ""
+    zero_copy_fork: bool = False
+    """Whether forks read the parent's prefix instead of copying it (then deletes must detach)."""
+
+    # -- primitives -----------------------------------------------------------------
+
+    @abstractmethod
+    def _insert(self, record: StoredRecord) -> None:
+        """Create a session record atomically; raise SessionExistsError if the id is taken."""
+
+    @abstractmethod
+    def _header(self, session_id: str) -> SessionHeader:
+        """The stored header; raise SessionNotFound."""
+
+    @abstractmethod
+    def _base(self, session_id: str) -> tuple[str, int] | None:
+        """The zero-copy lineage base of a session, if any."""
+
+    @abstractmethod
+    def _own_events(self, session_id: str, from_seq: int) -> Iterator[SessionEvent]:
+        """The session's own stored events with seq >= ``from_seq`` (absolute seqs)."""
+
+    @abstractmethod
+    def _length(self, session_id: str) -> int:
+        """Next seq of the full log (inherited prefix included)."""
+
+    @abstractmethod
+    def _append(self, session_id: str, expected_seq: int, events: Sequence[SessionEvent]) -> None:
+        """Store ``events`` iff the log's next seq is ``expected_seq``, atomically.
+
+        Raise ConflictError otherwise. Identical re-sends are handled by the caller.
+        """
+
+    @abstractmethod
+    def _remove(self, session_id: str) -> None:
+        """Delete one record (the caller has handled dependent forks)."""
+
+    @abstractmethod
+    def _ids(self) -> list[str]:
+        """Every stored session id."""
+
+    @abstractmethod
+    def _children(self, session_id: str) -> list[str]:
+        """Ids of sessions whose zero-copy base is ``session_id``."""
+
+    def _rebase(self, session_id: str, prefix: Sequence[SessionEvent]) -> None:
+        """Copy an inherited ``prefix`` into a child so it no longer reads from its parent."""
+        raise StoreError(f"{type(self).__name__} does not share fork prefixes")
+
+    def _writer(self, session_id: str) -> Any:
+        """The writer a live session appends through (backends may hold a lock here)."""
+        return _StoreWriter(self)
+
+    def close(self) -> None:
+        """Release backend resources."""
+
+    def __enter__(self) -> BaseStore:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    # -- reading ----------------------------------------------------------------------
+
+    def exists(self, session_id: str) -> bool:
+        check_session_id(session_id)
+        try:
+            self._header(session_id)
+        except SessionNotFound:
+            return False
+        return True
+
+    def read(self, session_id: str, from_seq: int = 0) -> Iterator[SessionEvent]:
+        """Stream the stored events with seq >= ``from_seq`` (inherited prefix included)."""
+        check_session_id(session_id)
+        if type(from_seq) is not int or from_seq < 0:
+            raise ValueError(f"from_seq must be a non-negative safe integer, got {from_seq!r}")
+        self._header(session_id)
+        return self._read_chain(session_id, from_seq)
+
+    def _read_chain(self, session_id: str, from_seq: int) -> Iterator[SessionEvent]:
+        base = self._base(session_id)
+        if base is not None:
+            parent, inherited = base
+            if from_seq < inherited:
+                for event in self._read_chain(parent, from_seq):
+                    if event.seq >= inherited:
+                        break
+                    yield event
+                from_seq = inherited
+        yield from self._own_events(session_id, from_seq)
+
+    def _load(self, session_id: str) -> tuple[SessionHeader, list[SessionEvent]]:
+        check_session_id(session_id)
+        header = self._header(session_id)
+        DEFAULT_CHAIN.plan(header.version, session_id)
+        return header, list(self._read_chain(session_id, 0))
+
+    def _restore(self, header: SessionHeader, events: list[SessionEvent], **options: Any) -> Session:
+        try:
+            return Session(header, events, **options)
+        except DshError as error:
+            if isinstance(error, StoreError):
+                raise
+            raise CorruptSessionError(f'stored session "{header.id}" failed validation: {error}') from error
+
+    def stat(self, session_id: str) -> SessionInfo:
+        check_session_id(session_id)
+        header = self._header(session_id)
+        length = self._length(session_id)
+        updated = header.created_at
+        if length:
+            last = next(self._read_chain(session_id, length - 1), None)
+            if last is not None:
+                updated = max(updated, last.time)
+        return SessionInfo(session_id, header, length, updated, tuple(self._forks_of(session_id)))
+
+    def _forks_of(self, session_id: str) -> list[str]:
+        return sorted(other for other in self._ids() if self._header(other).parent_session == session_id)
+
+    def list(self) -> list[SessionInfo]:
+        """Every session, newest activity first."""
+        infos = [self.stat(session_id) for session_id in self._ids()]
+        infos.sort(key=lambda info: (info.updated_at, info.id), reverse=True)
+        return infos
+
+    # -- sessions -------------------------------------------------------------------
+
+    def create(
+        self,
+        *,
+        session_id: str | None = None,
+        cwd: str | None = None,
+        agent_preset: str | None = None,
+        origin: str | None = None,
+        delegation_depth: int = 0,
+    ) -> Session:
+        """Create an empty session and return it live (the header is stored at once)."""
+        sid = check_session_id(session_id) if session_id is not None else new_session_id()
+        header = SessionHeader.new(
+            sid, cwd=cwd, agent_preset=agent_preset, origin=origin, delegation_depth=delegation_depth
+        )
+        self._insert(StoredRecord(header))
+        return Session(header, writer=self._writer(sid))
+
+    def open(self, session_id: str) -> Session:
+        """Open a live session; an interrupted turn is closed durably first (crash repair)."""
+        header, events = self._load(session_id)
+        writer = self._writer(session_id)
+        try:
+            session = self._restore(header, events, writer=writer)
+            closers = interrupted_turn_closers(events)
+            if closers:
+                session.append_events(closers)
+                session.flush()
+        except BaseException:
+            writer.close()
+            raise
+        return session
+
+    def inspect(self, session_id: str) -> Session:
+        """A read-only view; an interrupted turn shows closed, but nothing is written."""
+        header, events = self._load(session_id)
+        closers = interrupted_turn_closers(events)
+        return self._restore(header, [*events, *closers], flushed=len(events), read_only=True)
+
+    def append(self, session_id: str, events: Sequence[SessionEvent], *, expected_seq: int) -> None:
+        """Validate ``events`` against the stored log and append them conditionally."""
+        header, stored = self._load(session_id)
+        if expected_seq < len(stored) and self._same_as_stored(stored, expected_seq, events):
+            return
+        if expected_seq != len(stored):
+            raise ConflictError(
+                f'session "{session_id}" ends at seq {len(stored)}, not {expected_seq}',
+                expected_seq=expected_seq,
+                actual_seq=len(stored),
+            )
+        session = self._restore(header, stored)
+        session.append_events(events)
+        self._append_checked(session_id, expected_seq, events)
+
+    def _append_checked(self, session_id: str, expected_seq: int, events: Sequence[SessionEvent]) -> None:
+        """Conditional append of already-validated events, with idempotent re-send."""
+        if not events:
+            return
+        try:
+            self._append(session_id, expected_seq, events)
+        except ConflictError:
+            stored = list(self._read_chain(session_id, expected_seq))
+            if self._same_as_stored(stored, 0, events):
+                return
+            raise
+
+    @staticmethod
+    def _same_as_stored(stored: Sequence[SessionEvent], offset: int, events: Sequence[SessionEvent]) -> bool:
+        if offset + len(events) > len(stored):
+            return False
+        return all(
+            encode_event(a, seq_ranges=False) == encode_event(b, seq_ranges=False)
+            for a, b in zip(stored[offset : offset + len(events)], events, strict=True)
+        )
+
+    def fork(
+        self,
+        session_id: str,
+        boundary: int | None = None,
+        *,
+        child_id: str | None = None,
+        close_open_turn: bool = False,
+    ) -> Session:
+        """Fork at the inclusive ``boundary`` (default: last seq) into a new live child.
+
+        Raises :class:`ForkError` (``SESSION_ALREADY_EXISTS`` first, then
+        ``SESSION_NOT_FOUND``, ``INVALID_BOUNDARY``, ``OPEN_TURN``); nothing is
+        created on error and the parent is never written.
+        """
+        check_session_id(session_id)
+        cid = check_session_id(child_id) if child_id is not None else new_session_id()
+        if self.exists(cid):
+            raise ForkError("SESSION_ALREADY_EXISTS", f'session "{cid}" already exists')
+        if not self.exists(session_id):
+            raise ForkError("SESSION_NOT_FOUND", f'session "{session_id}" not found')
+        parent_header, events = self._load(session_id)
+        plan = plan_fork(events, boundary, session_id=session_id, close_open_turn=close_open_turn)
+        header = SessionHeader.new(
+            cid,
+            cwd=parent_header.cwd,
+            parent_session=session_id,
+            is_seeded=True,
+            agent_preset=parent_header.agent_preset,
+        )
+        prefix = events[: plan.inherited_count]
+        child = self._restore(header, [*prefix, *plan.own])  # validate before anything is stored
+        if self.zero_copy_fork:
+            record = StoredRecord(header, (session_id, plan.inherited_count), list(plan.own))
+        else:
+            record = StoredRecord(header, None, [*prefix, *plan.own])
+        try:
+            self._insert(record)
+        except SessionExistsError:
+            raise ForkError("SESSION_ALREADY_EXISTS", f'session "{cid}" already exists') from None
+        child.attach_writer(self._writer(cid))
+        return child
+
+    def delete(self, session_id: str, *, detach_forks: bool = False) -> None:
+        """Delete a session. Refused while zero-copy forks read its prefix, unless ``detach_forks``."""
+        check_session_id(session_id)
+        self._header(session_id)
+        children = self._children(session_id)
+        if children and not detach_forks:
+            names = ", ".join(children)
+            raise StoreError(
+                f'session "{session_id}" has forks that share its history ({names}); delete them first or '
+                "pass detach_forks=True to copy the shared prefix into each fork"
+            )
+        for child in children:
+            base = self._base(child)
+            assert base is not None
+            prefix = [event for event in self._read_chain(session_id, 0) if event.seq < base[1]]
+            self._rebase(child, prefix)
+        self._remove(session_id)
+
+    # -- export / import --------------------------------------------------------------
+
+    def export(self, session_id: str) -> dict[str, Any]:
+        """A self-contained JSON document: header, every event, and their SHA-256."""
+        header, events = self._load(session_id)
+        return {
+            "format": EXPORT_FORMAT,
+            "version": 1,
+            "header": header.to_record(),
+            "events": [event.to_wire() for event in events],
+            "eventsSha256": events_digest(events),
+            "exportedAt": int(time.time() * 1000),
+        }
+
+    def import_session(self, document: dict[str, Any], *, session_id: str | None = None) -> SessionInfo:
+        """Verify an exported document and store it (under ``session_id`` if given).
+
+        The digest must match and every event must pass the same validation as a live
+        append; a mismatch raises :class:`CorruptSessionError` and stores nothing.
+        Imported sessions are self-contained (their prefix is never shared).
+        """
+        if not isinstance(document, dict) or document.get("format") != EXPORT_FORMAT:
+            raise CorruptSessionError(f"not a dshpy session export (format must be {EXPORT_FORMAT!r})")
+        if document.get("version") != 1:
+            raise CorruptSessionError(f"unsupported export version {document.get('version')!r}")
+        raw_header = document.get("header")
+        raw_events = document.get("events")
+        if not isinstance(raw_header, dict) or not isinstance(raw_events, list):
+            raise CorruptSessionError("export needs a header object and an events array")
+        version = raw_header.get("version")
+        DEFAULT_CHAIN.plan(version if type(version) is int else -1)
+        header = SessionHeader.from_record(raw_header)
+        try:
+            events = [decode_event(raw) for raw in raw_events]
+        except DshError as error:
+            raise CorruptSessionError(f"export holds an invalid event: {error}") from None
+        if events_digest(events) != document.get("eventsSha256"):
+            raise CorruptSessionError("export digest mismatch: the events were altered or truncated")
+        if session_id is not None:
+            header = SessionHeader(
+                id=check_session_id(session_id),
+                created_at=header.created_at,
+                cwd=header.cwd,
+                parent_session=header.parent_session,
+                is_seeded=header.is_seeded,
+                origin=header.origin,
+                delegation_depth=header.delegation_depth,
+                agent_preset=header.agent_preset,
+            )
+        self._restore(header, events)
+        self._insert(StoredRecord(header, None, events))
+        return self.stat(header.id)

@@ -1,0 +1,75 @@
+"""Store URLs, in SQLAlchemy's style: ``memory:``, ``sqlite:///path.db``, ``jsonl:///dir``, ``postgresql://…``.
+
+Backends register a factory per scheme; :func:`open_store` parses the URL and hands
+the factory the path and the query options, so adding a backend never touches callers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from urllib.parse import parse_qsl, urlsplit
+
+from dshpy.errors import StoreError
+from dshpy.storage.base import BaseStore
+
+__all__ = ["StoreURL", "open_store", "parse_store_url", "register_backend"]
+
+
+@dataclass(frozen=True, slots=True)
+class StoreURL:
+    """A parsed store URL: ``scheme``, the path or DSN, and query ``options``."""
+
+    scheme: str
+    location: str
+    options: dict[str, str] = field(default_factory=dict)
+    raw: str = ""
+
+
+Factory = Callable[[StoreURL], BaseStore]
+_BACKENDS: dict[str, Factory] = {}
+
+
+def register_backend(scheme: str, factory: Factory) -> None:
+    """Make ``open_store`` build ``scheme:`` URLs with ``factory``."""
+    _BACKENDS[scheme] = factory
+
+
+def parse_store_url(url: str) -> StoreURL:
+    """Split a store URL; ``sqlite:///rel.db`` is relative, ``sqlite:////abs.db`` absolute."""
+    if not isinstance(url, str) or ":" not in url:
+        raise StoreError(f"invalid store URL {url!r}: expected e.g. memory:, sqlite:///sessions.db, jsonl:///dir")
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    options = dict(parse_qsl(parts.query, keep_blank_values=True))
+    if scheme in ("postgresql", "postgres"):
+        return StoreURL("postgresql", url.split("?", 1)[0], options, url)
+    if scheme == "memory":
+        return StoreURL("memory", "", options, url)
+    if parts.netloc not in ("", "localhost"):
+        raise StoreError(f"invalid store URL {url!r}: a {scheme} store is local; write {scheme}:///path")
+    path = parts.path
+    if path.startswith("/"):
+        path = path[1:]  # sqlite:///rel -> "rel", sqlite:////abs -> "/abs"
+    if not path:
+        raise StoreError(f"invalid store URL {url!r}: no path")
+    return StoreURL(scheme, path, options, url)
+
+
+def _memory(url: StoreURL) -> BaseStore:
+    from dshpy.storage.memory import MemoryStore
+
+    return MemoryStore()
+
+
+register_backend("memory", _memory)
+
+
+def open_store(url: str) -> BaseStore:
+    """Open the store a URL names. Unknown schemes list the available ones."""
+    parsed = parse_store_url(url)
+    factory = _BACKENDS.get(parsed.scheme)
+    if factory is None:
+        known = ", ".join(f"{scheme}:" for scheme in sorted(_BACKENDS))
+        raise StoreError(f"no store backend for {parsed.scheme!r} in {url!r} (available: {known})")
+    return factory(parsed)

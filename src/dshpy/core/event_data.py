@@ -28,6 +28,8 @@ __all__ = [
     "AssistantAttemptData",
     "AssistantMessageData",
     "CompactionBracketData",
+    "CommandDoneData",
+    "CommandRunData",
     "CompactionSummaryData",
     "DeveloperMessageData",
     "EndSeedData",
@@ -152,8 +154,11 @@ class LlmRetryData(TypedDict):
     step: int
     provider: str
     retry: int
-    delayMs: int
-    failure: dict[str, Any]
+    policyKey: NotRequired[str]
+    mode: NotRequired[str]
+    maxRetries: NotRequired[int]
+    delayMs: NotRequired[int]
+    failure: NotRequired[dict[str, Any]]
 
 
 class LlmRetryStartedData(TypedDict):
@@ -173,7 +178,20 @@ class InboxSplicedData(TypedDict):
 
 class CompactionBracketData(TypedDict):
     compactionId: str
-    turn: NotRequired[int | None]
+    turn: int | None
+    sourceCommandId: NotRequired[str]
+    error: NotRequired[str]
+
+
+class CommandRunData(TypedDict):
+    commandId: str
+    name: str
+
+
+class CommandDoneData(TypedDict):
+    commandId: str
+    kind: Literal["success", "error"]
+    sourceEventSeq: NotRequired[int]
 
 
 class CompactionSummaryData(TypedDict):
@@ -204,5 +222,7 @@ EVENT_DATA_SHAPES: dict[str, Any] = {
     "compaction/start": CompactionBracketData,
     "compaction/end": CompactionBracketData,
     "compaction/summary": CompactionSummaryData,
+    "command/run": CommandRunData,
+    "command/done": CommandDoneData,
 }
 """Shape checked for each interpreted type; other known types only need JSON data."""

@@ -25,6 +25,7 @@ __all__ = [
     "MessageData",
     "MessageSource",
     "OtherBlock",
+    "OtherRecord",
     "ReasoningBlock",
     "Role",
     "StreamRunRecord",
@@ -208,4 +209,31 @@ class ToolCallRunRecord(TypedDict):
     args: list[str]
 
 
-AssistantStreamRecord = ChunkRecord | StreamRunRecord | ToolCallRunRecord
+class OtherRecord(TypedDict):
+    """A stream record type this build does not interpret; kept verbatim."""
+
+    type: str
+
+
+_RECORD_TAGS = frozenset({"chunk", "text-chunks", "reasoning-chunks", "tool-call-chunks"})
+
+
+def _record_tag(value: Any) -> str | None:
+    kind = value.get("type") if isinstance(value, dict) else None
+    if not isinstance(kind, str):
+        return None
+    if kind in ("text-chunks", "reasoning-chunks"):
+        return "run"
+    return kind if kind in _RECORD_TAGS else "other"
+
+
+AssistantStreamRecord = Annotated[
+    Annotated[ChunkRecord, Tag("chunk")]
+    | Annotated[StreamRunRecord, Tag("run")]
+    | Annotated[ToolCallRunRecord, Tag("tool-call-chunks")]
+    | Annotated[OtherRecord, Tag("other")],
+    Discriminator(
+        _record_tag, custom_error_type="invalid_record", custom_error_message="stream record needs a string type"
+    ),
+]
+"""One packed stream record (dsh's ``AssistantStreamRecord``); expanding the runs gives the exact timed chunks."""

@@ -105,7 +105,7 @@ IN_STEP_EVENT_TYPES: Final = frozenset(
 )
 """Types that name the open ``(turn, step)`` and may only occur inside it."""
 
-IN_TURN_EVENT_TYPES: Final = frozenset({"request/header", "request/context", "todo/write"})
+IN_TURN_EVENT_TYPES: Final = frozenset({"request/header", "request/context"})
 """Types that may only occur while a turn is open."""
 
 TURN_END_KINDS: Final = frozenset({"completed", "aborted", "blocked", "error", "max-tokens", "interrupted", "forked"})

@@ -1,65 +1,104 @@
-"""Lifecycle invariants: turn and step nesting, numbering, and tool-call pairing.
+"""Lifecycle invariants: the relationships between events that dsh v4 checks on every read.
 
 :class:`Lifecycle` follows a log one event at a time. ``check`` is pure and raises
 :class:`~dshpy.errors.InvariantError` naming the seq and the rule; ``apply`` moves
-the state on. The live session checks every candidate before it commits, and every
-backend replays stored logs through :func:`validate`, so a log that breaks a rule
-is refused at the first bad event instead of confusing the model later.
+the state on. The live session checks every candidate before it commits and every
+stored log is replayed through the same code, so a broken log is refused at its
+first bad event, and dshpy never writes a log that dsh would refuse to read.
 
-Rules (dsh's invariant companion, with the stricter read-side checks of format v4):
+The rules (dsh's invariant companion plus v4's read-side relationship checks):
 
-* ``turn/start`` opens turn *n* = previous + 1, only when no turn is open;
-  ``turn/end`` closes the open turn, never over an open step.
-* ``step/start`` opens step *k* = previous + 1 of the open turn; ``step/end`` closes
-  it, and may not leave a tool call the model asked for unanswered.
-* ``system/message``, ``developer/message``, ``assistant/message``,
-  ``assistant/attempt`` and ``tool/call`` name the open turn and step;
-  ``request/header``, ``request/context`` and ``todo/write`` need an open turn.
-* A ``tool/call`` starts a call the step's ``assistant/message`` advertised, with
-  the same name and arguments, once. An appended ``tool/result`` answers an
-  advertised call of the open step exactly once; a call that never started may
-  only be answered by the synthetic ``TOOL_NOT_STARTED`` repair result. A
-  replacing ``tool/result`` (pruning) only needs an open turn.
-* Everything else (``user/message``, ``session/end-seed``, plugin records, …) may
-  appear anywhere.
+* **turns** — ``turn/start`` opens turn n = previous + 1 when none is open;
+  ``turn/end`` closes the open turn, never over an open step or an unanswered call.
+* **steps** — ``step/start`` opens step k = previous + 1 of the open turn (steps
+  restart at 1 each turn); ``step/end`` closes it, never over an unanswered call.
+* **enclosure** — ``system/message``, ``developer/message``, ``assistant/message``,
+  ``assistant/attempt``, ``tool/call`` and appended ``tool/result`` name the open
+  turn and step; ``request/header``, ``request/context`` and replacing
+  ``tool/result`` need an open turn. Everything else may occur anywhere.
+* **tool pairing** — a ``tool/call`` starts a call advertised by the step's
+  assistant message, with the same name and arguments, once; an appended
+  ``tool/result`` answers an advertised call once; a call that never started may
+  only be answered by the exact ``TOOL_NOT_STARTED`` repair result.
+* **retries** — ``llm/retry`` belongs to the current turn and step and the open
+  request header's provider, numbers its attempts 1, 2, … per policy chain and keeps
+  one ``retryId`` per chain; ``llm/retry-started`` pairs a scheduled attempt once.
+* **commands** — ``command/run`` ids are unique; ``command/done`` follows its run.
+* **compaction** — brackets do not overlap, belong to the turn that was open at
+  ``compaction/start``, are not crossed by ``turn/*`` (except a bracket a crash left
+  open before a ``session/end-seed``), summarise exact current surface spans, never
+  shadow the protected system head, and succeed only with one summary.
+* **titles** — ``session/title`` cites distinct earlier human ``user/message`` events,
+  and cites none exactly when the user set the title.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from dshpy.core.events import SessionEvent
-from dshpy.core.vocabulary import IN_STEP_EVENT_TYPES, IN_TURN_EVENT_TYPES
+from dshpy.core.events import SessionEvent, is_seq
+from dshpy.core.vocabulary import IN_STEP_EVENT_TYPES, IN_TURN_EVENT_TYPES, KNOWN_EVENT_TYPES
 from dshpy.errors import InvariantError
+from dshpy.log.repair import CLOSER_TEXTS
+from dshpy.log.surface import Surface
 
-__all__ = ["Lifecycle", "PendingCall", "validate"]
-
-REPAIR_RESULT_PREFIXES = ("interrupted-tool-result-", "forked-tool-result-")
+__all__ = ["Lifecycle", "PendingCall", "orphan_compactions", "validate"]
 
 
 @dataclass(slots=True)
 class PendingCall:
     """A tool call advertised by the open step's assistant message."""
 
-    turn: int
-    step: int
     name: str
     arguments: str
     call_seq: int | None = None
-    answered: bool = False
+
+
+@dataclass(slots=True)
+class OpenCompaction:
+    compaction_id: str
+    command_id: str | None
+    turn: int | None
+    seq: int
+    summarized: bool = False
+
+
+def orphan_compactions(events: Iterable[SessionEvent]) -> set[int]:
+    """Seqs of ``compaction/start`` brackets still open when a ``session/end-seed`` arrived.
+
+    A crash can leave a bracket open; the next process marks its start with an
+    end-seed, after which turns may cross the stale bracket.
+    """
+    orphans: set[int] = set()
+    pending: int | None = None
+    for event in events:
+        if event.type == "compaction/start":
+            pending = event.seq
+        elif event.type == "compaction/end":
+            pending = None
+        elif event.type == "session/end-seed" and pending is not None:
+            orphans.add(pending)
+            pending = None
+    return orphans
 
 
 @dataclass(slots=True)
 class Lifecycle:
-    """Turn/step/tool-call state after some prefix of a log."""
+    """Relationship state after some prefix of a log."""
 
     open_turn: int | None = None
     open_step: int | None = None
     last_turn: int = 0
     last_step: int = 0
     calls: dict[str, PendingCall] = field(default_factory=dict)
+    provider: Any = None
+    compaction: OpenCompaction | None = None
+    orphans: set[int] = field(default_factory=set)
+    commands: set[str] = field(default_factory=set)
+    retries: list[Any] = field(default_factory=list)
+    started_retries: set[tuple[str, int]] = field(default_factory=set)
 
     @property
     def next_turn(self) -> int:
@@ -68,22 +107,33 @@ class Lifecycle:
 
     def copy(self) -> Lifecycle:
         clone = Lifecycle(self.open_turn, self.open_step, self.last_turn, self.last_step)
-        clone.calls = {
-            key: PendingCall(c.turn, c.step, c.name, c.arguments, c.call_seq, c.answered)
-            for key, c in self.calls.items()
-        }
+        clone.calls = {key: PendingCall(c.name, c.arguments, c.call_seq) for key, c in self.calls.items()}
+        clone.provider = self.provider
+        if self.compaction is not None:
+            c = self.compaction
+            clone.compaction = OpenCompaction(c.compaction_id, c.command_id, c.turn, c.seq, c.summarized)
+        clone.orphans = set(self.orphans)
+        clone.commands = set(self.commands)
+        clone.retries = list(self.retries)
+        clone.started_retries = set(self.started_retries)
         return clone
 
     def unanswered(self) -> list[str]:
         """Call ids the open step advertised and has not answered, in advertised order."""
-        return [call_id for call_id, call in self.calls.items() if not call.answered]
+        return list(self.calls)
 
     # -- checking -----------------------------------------------------------------
 
-    def check(self, event: SessionEvent) -> None:
-        """Raise :class:`InvariantError` if ``event`` may not follow the current state."""
+    def check(self, event: SessionEvent, log: Sequence[SessionEvent], surface: Surface) -> None:
+        """Raise :class:`InvariantError` if ``event`` may not follow ``log`` (whose surface is ``surface``)."""
         kind = event.type
+        if kind not in KNOWN_EVENT_TYPES:
+            return
         data: Any = event.data
+        if kind.startswith("turn/") and self.compaction is not None and self.compaction.seq not in self.orphans:
+            self._fail(
+                event, "compaction-crossed", f"{kind} crosses the open compaction started at seq {self.compaction.seq}"
+            )
         if kind == "turn/start":
             if self.open_turn is not None:
                 self._fail(event, "turn-nesting", f"turn/start while turn {self.open_turn} is still open")
@@ -91,14 +141,11 @@ class Lifecycle:
                 self._fail(event, "turn-numbering", f"turn/start {data['turn']} but the next turn is {self.next_turn}")
         elif kind == "turn/end":
             if self.open_turn is None or data["turn"] != self.open_turn:
-                self._fail(
-                    event,
-                    "turn-nesting",
-                    f"turn/end {data['turn']} does not match the open turn "
-                    f"({self.open_turn if self.open_turn is not None else 'none'})",
-                )
+                open_turn = "none" if self.open_turn is None else self.open_turn
+                self._fail(event, "turn-nesting", f"turn/end {data['turn']} does not match the open turn ({open_turn})")
             if self.open_step is not None:
                 self._fail(event, "step-nesting", f"turn/end while step {self.open_step} is still open")
+            self._no_unanswered(event)
         elif kind == "step/start":
             self._need_turn(event, data["turn"])
             if self.open_step is not None:
@@ -109,23 +156,39 @@ class Lifecycle:
                 )
         elif kind == "step/end":
             self._need_step(event, data)
-            pending = self.unanswered()
-            if pending:
-                self._fail(event, "unanswered-tool-call", f"step/end leaves tool call {pending[0]} unanswered")
+            self._no_unanswered(event)
         elif kind in IN_STEP_EVENT_TYPES:
             self._need_step(event, data)
             if kind == "assistant/message":
                 self._check_advertised(event, data)
             elif kind == "tool/call":
                 self._check_call(event, data)
+            elif kind == "developer/message" and "headerSeq" in data:
+                self._check_developer(event, data, log)
         elif kind == "tool/result":
             if event.surface_op == "append":
                 self._need_step(event, data)
                 self._check_result(event, data)
             elif self.open_turn is None:
                 self._fail(event, "outside-turn", "a replacing tool/result needs an open turn")
-        elif kind in IN_TURN_EVENT_TYPES and self.open_turn is None:
-            self._fail(event, "outside-turn", f"{kind} must occur inside a turn")
+        elif kind in IN_TURN_EVENT_TYPES:
+            if self.open_turn is None:
+                self._fail(event, "outside-turn", f"{kind} must occur inside a turn")
+        elif kind == "llm/retry":
+            self._check_retry(event, data)
+        elif kind == "llm/retry-started":
+            self._check_retry_started(event, data)
+        elif kind == "command/run":
+            if data["commandId"] in self.commands:
+                self._fail(event, "command-pairing", f"command/run repeats commandId {data['commandId']}")
+        elif kind == "command/done":
+            self._check_command_done(event, data, log)
+        elif kind.startswith("compaction/"):
+            self._check_compaction(event, data, surface)
+        elif kind == "user/message":
+            self._check_checkpoint(event, data)
+        elif kind == "session/title":
+            self._check_title(event, data, log)
 
     def _fail(self, event: SessionEvent, rule: str, detail: str) -> None:
         raise InvariantError(
@@ -147,63 +210,203 @@ class Lifecycle:
                 event, "step-mismatch", f"{event.type} names step {data['step']} but step {self.open_step} is open"
             )
 
+    def _no_unanswered(self, event: SessionEvent) -> None:
+        if self.calls:
+            first = next(iter(self.calls))
+            self._fail(event, "unanswered-tool-call", f"{event.type} leaves tool call {first} unanswered")
+
     def _check_advertised(self, event: SessionEvent, data: Any) -> None:
         seen: set[str] = set()
         for block in data["message"]["content"]:
             if block.get("type") != "tool-call":
                 continue
             call_id = block["id"]
+            if not call_id:
+                self._fail(event, "tool-call-id", "a tool-call block needs a non-empty id")
             if call_id in self.calls or call_id in seen:
-                self._fail(event, "duplicate-tool-call", f"tool call id {call_id} is advertised twice in one step")
+                self._fail(event, "duplicate-tool-call", f"assistant/message repeats advertised tool call {call_id}")
             seen.add(call_id)
 
     def _check_call(self, event: SessionEvent, data: Any) -> None:
         call = self.calls.get(data["callId"])
         if call is None:
-            self._fail(
-                event, "unadvertised-tool-call", f"tool/call {data['callId']} matches no tool-call block of this step"
-            )
+            self._fail(event, "unadvertised-tool-call", f"tool/call {data['callId']} has no advertised tool lifecycle")
             return
-        if call.name != data["name"] or call.arguments != data["arguments"]:
+        if call.call_seq is not None or call.name != data["name"] or call.arguments != data["arguments"]:
             self._fail(
-                event, "tool-call-mismatch", f"tool/call {data['callId']} differs from its advertised name or arguments"
+                event, "tool-call-mismatch", f"tool/call {data['callId']} does not match one advertised tool call"
             )
-        if call.call_seq is not None:
-            self._fail(
-                event, "duplicate-tool-call", f"tool/call {data['callId']} was already started at seq {call.call_seq}"
-            )
-        if call.answered:
-            self._fail(event, "duplicate-tool-call", f"tool/call {data['callId']} was already answered")
 
     def _check_result(self, event: SessionEvent, data: Any) -> None:
         message = data["message"]
         call_id = message["toolCallId"]
         call = self.calls.get(call_id)
         if call is None:
-            self._fail(event, "orphan-tool-result", f"tool/result answers {call_id}, which this step never advertised")
+            self._fail(event, "orphan-tool-result", f"tool/result {call_id} has no advertised tool lifecycle")
             return
-        if call.answered:
-            self._fail(event, "duplicate-tool-result", f"tool call {call_id} is already answered")
-        if call.call_seq is None:
-            error = data.get("error") or {}
-            repaired = (
-                error.get("code") == "TOOL_NOT_STARTED"
-                and message.get("isError") is True
-                and str(message["id"]).startswith(REPAIR_RESULT_PREFIXES)
+        if call.call_seq is None and not _is_not_started_repair(event, data, call_id):
+            self._fail(event, "result-before-call", f"tool/result {call_id} is not the exact TOOL_NOT_STARTED repair")
+
+    def _check_developer(self, event: SessionEvent, data: Any, log: Sequence[SessionEvent]) -> None:
+        header_seq = data["headerSeq"]
+        if not is_seq(header_seq) or header_seq >= event.seq or log[header_seq].type != "request/header":
+            self._fail(
+                event, "developer-header", "developer/message headerSeq must reference an earlier request/header"
             )
-            if not repaired:
+        tools = log[header_seq].data["header"].get("tools")
+        for block in data["message"]["content"]:
+            if block.get("type") != "tool-addition":
+                continue
+            name = block["toolName"]
+            matches = [t for t in tools or () if isinstance(t, dict) and t.get("name") == name]
+            if len(matches) != 1:
                 self._fail(
                     event,
-                    "result-before-call",
-                    f"tool/result answers {call_id} before its tool/call; only the TOOL_NOT_STARTED "
-                    "repair may answer a call that never started",
+                    "developer-header",
+                    f'developer/message tool-addition "{name}" must name exactly one tool in headerSeq {header_seq}',
                 )
+            if not isinstance(matches[0].get("description"), str) or not isinstance(matches[0].get("parameters"), dict):
+                self._fail(
+                    event,
+                    "developer-header",
+                    f'developer/message tool-addition "{name}" requires a complete '
+                    f"tool definition in headerSeq {header_seq}",
+                )
+
+    def _check_retry(self, event: SessionEvent, data: Any) -> None:
+        step = self.open_step if self.open_step is not None else self.last_step
+        if self.open_turn is None or data["turn"] != self.open_turn or data["step"] != step:
+            self._fail(event, "retry-chain", "llm/retry does not match the current turn and step")
+        if data["provider"] != self.provider:
+            self._fail(event, "retry-chain", "llm/retry provider does not match the open request/header")
+        prior = next(
+            (
+                r
+                for r in reversed(self.retries)
+                if r["turn"] == data["turn"]
+                and r["step"] == data["step"]
+                and r["provider"] == data["provider"]
+                and r.get("policyKey") == data.get("policyKey")
+            ),
+            None,
+        )
+        expected = 1 if prior is None else prior["retry"] + 1
+        if data["retry"] != expected:
+            self._fail(event, "retry-chain", "llm/retry skips its policy attempt sequence")
+        if prior is None:
+            if any(r["retryId"] == data["retryId"] for r in self.retries):
+                self._fail(event, "retry-chain", "llm/retry must keep one retryId per policy chain")
+        elif prior["retryId"] != data["retryId"]:
+            self._fail(event, "retry-chain", "llm/retry must keep one retryId per policy chain")
+
+    def _check_retry_started(self, event: SessionEvent, data: Any) -> None:
+        scheduled = next(
+            (r for r in self.retries if r["retryId"] == data["retryId"] and r["retry"] == data["retry"]), None
+        )
+        if scheduled is None:
+            self._fail(event, "retry-chain", "llm/retry-started pairs no prior scheduled attempt")
+            return
+        if scheduled["turn"] != data["turn"] or scheduled["step"] != data["step"]:
+            self._fail(event, "retry-chain", "llm/retry-started changes scheduled coordinates")
+        if (data["retryId"], data["retry"]) in self.started_retries:
+            self._fail(event, "retry-chain", "llm/retry-started repeats one scheduled attempt")
+
+    def _check_command_done(self, event: SessionEvent, data: Any, log: Sequence[SessionEvent]) -> None:
+        if data["commandId"] not in self.commands:
+            self._fail(event, "command-pairing", "command/done has no prior command/run")
+        if "sourceEventSeq" in data:
+            source = data["sourceEventSeq"]
+            if (
+                not is_seq(source)
+                or source >= event.seq
+                or data["kind"] != "success"
+                or log[source].type in ("command/run", "command/done")
+            ):
+                self._fail(event, "command-pairing", "command/done has invalid sourceEventSeq")
+
+    def _check_compaction(self, event: SessionEvent, data: Any, surface: Surface) -> None:
+        kind = event.type
+        if kind in ("compaction/prune", "compaction/summary"):
+            self._check_span(event, data, surface)
+        if kind == "compaction/prune":
+            return
+        if kind == "compaction/start":
+            if self.compaction is not None:
+                self._fail(event, "compaction-bracket", "compaction/start overlaps an open compaction")
+            if data["turn"] != self.open_turn:
+                self._fail(event, "compaction-bracket", "compaction/start does not match the open turn")
+            return
+        current = self.compaction
+        if (
+            current is None
+            or current.compaction_id != data["compactionId"]
+            or current.command_id != data.get("sourceCommandId")
+        ):
+            self._fail(event, "compaction-bracket", f"{kind} has no matching compaction/start")
+            return
+        if current.turn != self.open_turn:
+            self._fail(event, "compaction-bracket", f"{kind} does not match the open turn")
+        if kind == "compaction/summary" and current.summarized:
+            self._fail(event, "compaction-bracket", "compaction/summary repeats")
+        if kind == "compaction/end":
+            if data["turn"] != current.turn:
+                self._fail(event, "compaction-bracket", "compaction/end changes its owner turn")
+            if "error" not in data and not current.summarized:
+                self._fail(event, "compaction-bracket", "successful compaction/end requires one summary")
+
+    def _check_span(self, event: SessionEvent, data: Any, surface: Surface) -> None:
+        span = data.get("shadowedRange")
+        seqs = data.get("shadowedSeqs")
+        nodes = surface.nodes
+        ok = isinstance(span, dict) and isinstance(seqs, list)
+        if ok:
+            start, end = span.get("start"), span.get("end")
+            ok = start in nodes and end in nodes
+            if ok:
+                first, last = nodes.index(start), nodes.index(end)
+                ok = first <= last and nodes[first : last + 1] == list(seqs)
+        if not ok:
+            self._fail(event, "compaction-span", f"{event.type} shadowedSeqs do not name an exact current surface span")
+        if surface.protected_head is not None and surface.protected_head in seqs:
+            self._fail(event, "compaction-span", "compaction cannot shadow the protected system head")
+
+    def _check_checkpoint(self, event: SessionEvent, data: Any) -> None:
+        source = data["source"]
+        if event.surface_op == "append" or source.get("kind") != "compact-checkpoint":
+            return
+        current = self.compaction
+        if (
+            current is None
+            or current.compaction_id != source.get("compactionId")
+            or current.command_id != source.get("sourceCommandId")
+        ):
+            self._fail(event, "compaction-bracket", "compaction checkpoint has no matching compaction/start")
+
+    def _check_title(self, event: SessionEvent, data: Any, log: Sequence[SessionEvent]) -> None:
+        refs = data["messageSeqs"]
+        if (not refs) != (data["source"].get("kind") == "user"):
+            self._fail(event, "title-citation", "session/title messageSeqs must be empty exactly for a user title")
+        seen: set[int] = set()
+        for ref in refs:
+            valid = is_seq(ref) and ref < event.seq and ref not in seen
+            if valid:
+                cited = log[ref]
+                valid = cited.type == "user/message" and cited.data["source"].get("kind") == "user"
+            if not valid:
+                self._fail(
+                    event,
+                    "title-citation",
+                    "session/title messageSeqs must cite distinct earlier human user/message events",
+                )
+            seen.add(ref)
 
     # -- applying -----------------------------------------------------------------
 
     def apply(self, event: SessionEvent) -> None:
         """Advance past ``event`` (which :meth:`check` accepted)."""
         kind = event.type
+        if kind not in KNOWN_EVENT_TYPES:
+            return
         data: Any = event.data
         if kind == "turn/start":
             self.open_turn = data["turn"]
@@ -218,27 +421,83 @@ class Lifecycle:
         elif kind == "step/start":
             self.open_step = data["step"]
             self.last_step = data["step"]
-            self.calls = {}
         elif kind == "step/end":
             self.open_step = None
-            self.calls = {}
         elif kind == "assistant/message":
             for block in data["message"]["content"]:
                 if block.get("type") == "tool-call":
-                    self.calls[block["id"]] = PendingCall(data["turn"], data["step"], block["name"], block["arguments"])
+                    self.calls[block["id"]] = PendingCall(block["name"], block["arguments"])
         elif kind == "tool/call":
             self.calls[data["callId"]].call_seq = event.seq
         elif kind == "tool/result" and event.surface_op == "append":
-            self.calls[data["message"]["toolCallId"]].answered = True
+            self.calls.pop(data["message"]["toolCallId"], None)
+        elif kind == "request/header":
+            config = data["header"].get("config")
+            self.provider = config.get("provider") if isinstance(config, dict) else None
+        elif kind == "llm/retry":
+            self.retries.append(data)
+        elif kind == "llm/retry-started":
+            self.started_retries.add((data["retryId"], data["retry"]))
+        elif kind == "command/run":
+            self.commands.add(data["commandId"])
+        elif kind == "compaction/start":
+            self.compaction = OpenCompaction(data["compactionId"], data.get("sourceCommandId"), data["turn"], event.seq)
+        elif kind == "compaction/summary" and self.compaction is not None:
+            self.compaction.summarized = True
+        elif kind == "compaction/end":
+            self.compaction = None
+        elif kind == "session/end-seed":
+            if self.compaction is not None:
+                self.orphans.add(self.compaction.seq)
+            self.compaction = None
 
 
-def validate(events: Iterable[SessionEvent], state: Lifecycle | None = None) -> Lifecycle:
-    """Check a whole log (or continue from ``state``); return the state after it.
+def _is_not_started_repair(event: SessionEvent, data: Any, call_id: str) -> bool:
+    """Whether a result for a never-started call is the exact synthetic repair dsh accepts."""
+    error = data.get("error")
+    message = data["message"]
+    if not (
+        isinstance(error, dict)
+        and error.get("name") == "ToolNotStartedError"
+        and error.get("code") == "TOOL_NOT_STARTED"
+        and message.get("isError") is True
+        and event.source_event_seqs is None
+    ):
+        return False
+    message_id = str(message["id"])
+    if message_id.startswith(f"forked-tool-result-{call_id}-"):
+        return True
+    suffix = message_id.removeprefix(f"interrupted-tool-result-{call_id}-")
+    content = message["content"]
+    return (
+        suffix != message_id
+        and suffix.isdigit()
+        and (suffix == "0" or not suffix.startswith("0"))
+        and len(content) == 1
+        and content[0].get("type") == "text"
+        and content[0].get("text") == CLOSER_TEXTS["interrupted"]["not_started"]
+    )
 
-    Raises :class:`InvariantError` at the first event that breaks a rule.
+
+def validate(events: Iterable[SessionEvent]) -> Lifecycle:
+    """Check a whole log's surface and lifecycle rules; return the final lifecycle state.
+
+    Raises :class:`InvariantError` (or :class:`~dshpy.errors.SurfaceError`) at the first
+    event that breaks a rule. Data shapes are checked when events join a session.
     """
-    lifecycle = state if state is not None else Lifecycle()
-    for event in events:
-        lifecycle.check(event)
+    log = list(events)
+    lifecycle = Lifecycle(orphans=orphan_compactions(log))
+    surface = Surface()
+    for index, event in enumerate(log):
+        if event.seq != index:
+            raise InvariantError(
+                f"seq {event.seq} at position {index} is not contiguous",
+                rule="seq-contiguous",
+                event_type=event.type,
+                seq=event.seq,
+            )
+        plan = surface.plan(event, log)
+        lifecycle.check(event, log, surface)
+        surface.commit(plan)
         lifecycle.apply(event)
     return lifecycle

@@ -132,6 +132,32 @@ def open_turn_closers(events: Sequence[SessionEvent], cause: Cause) -> list[Sess
     return closers
 
 
+def _open_compaction(events: Sequence[SessionEvent]) -> SessionEvent | None:
+    current: SessionEvent | None = None
+    for event in events:
+        if event.type == "compaction/start":
+            current = event
+        elif event.type in ("compaction/end", "session/end-seed"):
+            current = None
+    return current
+
+
 def interrupted_turn_closers(events: Sequence[SessionEvent]) -> list[SessionEvent]:
-    """Crash repair: close an open tail turn with ``turn/end {kind: interrupted}``."""
-    return open_turn_closers(events, "interrupted")
+    """Crash repair: close an open tail turn with ``turn/end {kind: interrupted}``.
+
+    A compaction bracket the crash left open is closed first with a failed
+    ``compaction/end`` (``error: "interrupted"``): the summary never landed, so the
+    log is exactly as before the compaction, and later turns may not cross an open
+    bracket. (dsh instead leaves the bracket open and marks it stale with a
+    ``session/end-seed``; both forms are valid to both readers.)
+    """
+    closers: list[SessionEvent] = []
+    start = _open_compaction(events)
+    if start is not None:
+        data = {"compactionId": start.data["compactionId"]}
+        if "sourceCommandId" in start.data:
+            data["sourceCommandId"] = start.data["sourceCommandId"]
+        data["turn"] = start.data["turn"]
+        data["error"] = "interrupted"
+        closers.append(event_from_parts("compaction/end", events[-1].seq + 1, events[-1].time, data))
+    return closers + open_turn_closers([*events, *closers], "interrupted")

@@ -25,7 +25,7 @@ from dshpy.core.validation import validate_event_data
 from dshpy.core.vocabulary import KNOWN_EVENT_TYPES, is_plugin_type
 from dshpy.errors import EventError, ReadOnlySessionError, SurfaceError, UnknownEventTypeError
 from dshpy.log.header import SessionHeader
-from dshpy.log.invariants import Lifecycle
+from dshpy.log.invariants import Lifecycle, orphan_compactions
 from dshpy.log.messages import LogView, Message, message_of
 from dshpy.log.surface import Surface
 
@@ -83,7 +83,9 @@ class Session:
         self._writer = writer
         self._read_only = read_only
         self._closed = False
-        for event in events:
+        restored = list(events)
+        self._lifecycle.orphans = orphan_compactions(restored)
+        for event in restored:
             self._admit(event, restoring=True)
         self._flushed = len(self._events) if flushed is None else flushed
         if header.is_seeded != self._seeded:
@@ -341,20 +343,13 @@ class Session:
                 raise EventError(
                     "only a fork's starting log may carry session/end-seed {inherited: true}", event_type=kind, seq=seq
                 )
-            if kind == "developer/message" and "headerSeq" in event.data:
-                header_seq = event.data["headerSeq"]
-                if header_seq >= seq or self._events[header_seq].type != "request/header":
-                    raise EventError(
-                        "developer/message headerSeq must reference an earlier request/header", event_type=kind, seq=seq
-                    )
         plan = self._surface.plan(event, self._events)
-        if kind in KNOWN_EVENT_TYPES:
-            self._lifecycle.check(event)
+        self._lifecycle.check(event, self._events, self._surface)
         # commit: nothing below may raise
         self._events.append(event)
         self._surface.commit(plan)
+        self._lifecycle.apply(event)
         if kind in KNOWN_EVENT_TYPES:
-            self._lifecycle.apply(event)
             if kind == "request/header":
                 self._request_header = event.data["header"]
             elif kind == "session/end-seed" and event.data.get("inherited") is True:

@@ -25,6 +25,7 @@ class SurfacePlan:
     seq: int
     start_index: int = -1
     end_index: int = -1
+    system: bool = False
 
     @property
     def is_replace(self) -> bool:
@@ -38,17 +39,20 @@ def _error(event: SessionEvent, detail: str) -> SurfaceError:
 class Surface:
     """Incremental surface fold over one log (seqs of the visible events, in model order)."""
 
-    __slots__ = ("generation", "nodes")
+    __slots__ = ("generation", "nodes", "protected_head")
 
     def __init__(self) -> None:
         self.nodes: list[int] = []
         self.generation = 0
         """Counts committed replacements; derived caches rebuild when it moves."""
+        self.protected_head: int | None = None
+        """Seq of the system prompt holding surface node 0, if the surface started with one."""
 
     def copy(self) -> Surface:
         clone = Surface()
         clone.nodes = list(self.nodes)
         clone.generation = self.generation
+        clone.protected_head = self.protected_head
         return clone
 
     def plan(self, event: SessionEvent, log: Sequence[SessionEvent]) -> SurfacePlan | None:
@@ -76,8 +80,11 @@ class Surface:
         if event.ignorable:
             raise _error(event, f'surface event "{event.type}" cannot be ignorable: the model saw it')
         sources = self._check_sources(event)
+        system = event.type == "system/message"
+        if system and self.nodes and self.protected_head is None:
+            raise _error(event, "system/message requires a protected first surface head")
         if op == "append":
-            return SurfacePlan(event.seq)
+            return SurfacePlan(event.seq, system=system)
         assert isinstance(op, SurfaceReplace)
         if op.start_seq >= event.seq or op.end_seq >= event.seq:
             raise _error(
@@ -100,26 +107,26 @@ class Surface:
             )
         if event.type == "tool/result":
             self._check_tool_result_rewrite(event, shadowed, log)
-        if (
-            start == 0
-            and log[self.nodes[0]].type == "system/message"
-            and (event.type != "system/message" or len(shadowed) != 1)
-        ):
+        if self.protected_head is not None and self.protected_head in shadowed and (not system or len(shadowed) != 1):
             raise _error(
                 event,
-                "surface replace: node 0 holds the system prompt and may be rewritten only by a "
-                "system/message over exactly that node",
+                "surface replacement cannot shadow the protected system head: only a system/message over exactly "
+                "that node may rewrite it",
             )
-        return SurfacePlan(event.seq, start, end)
+        return SurfacePlan(event.seq, start, end, system)
 
     def commit(self, plan: SurfacePlan | None) -> None:
         """Apply a plan returned by :meth:`plan` for the event just appended."""
         if plan is None:
             return
         if plan.is_replace:
+            if plan.system and self.nodes[plan.start_index] == self.protected_head:
+                self.protected_head = plan.seq
             self.nodes[plan.start_index : plan.end_index + 1] = [plan.seq]
             self.generation += 1
         else:
+            if plan.system and not self.nodes:
+                self.protected_head = plan.seq
             self.nodes.append(plan.seq)
 
     def _index_of(self, event: SessionEvent, seq: int, which: str) -> int:

@@ -23,6 +23,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from dshpy.core.events import SessionEvent, decode_event, encode_event
 from dshpy.core.ids import check_session_id, new_session_id
+from dshpy.core.json import thaw
 from dshpy.errors import (
     ConflictError,
     CorruptSessionError,
@@ -428,7 +429,7 @@ class BaseStore(ABC):
             "format": EXPORT_FORMAT,
             "version": 1,
             "header": header.to_record(),
-            "events": [event.to_wire() for event in events],
+            "events": [thaw(event.to_wire()) for event in events],
             "eventsSha256": events_digest(events),
             "exportedAt": int(time.time() * 1000),
         }

@@ -27,6 +27,7 @@ class StoreURL:
 
 
 Factory = Callable[[StoreURL], BaseStore]
+_FILE_SCHEMES = frozenset({"sqlite", "jsonl"})
 _BACKENDS: dict[str, Factory] = {}
 
 
@@ -46,6 +47,8 @@ def parse_store_url(url: str) -> StoreURL:
         return StoreURL("postgresql", url.split("?", 1)[0], options, url)
     if scheme == "memory":
         return StoreURL("memory", "", options, url)
+    if scheme not in _FILE_SCHEMES:
+        return StoreURL(scheme, url.split("?", 1)[0], options, url)
     if parts.netloc not in ("", "localhost"):
         raise StoreError(f"invalid store URL {url!r}: a {scheme} store is local; write {scheme}:///path")
     path = parts.path

@@ -1,0 +1,427 @@
+"""The backend contract suite: one set of tests every ``SessionStore`` must pass.
+
+A backend's test module subclasses :class:`StoreContract` and provides a ``store``
+fixture (and, for durable backends, overrides :meth:`StoreContract.reopen` to return a
+new store object over the same storage)::
+
+    class TestMemoryStore(StoreContract):
+        @pytest.fixture
+        def store(self):
+            return dshpy.MemoryStore()
+
+The class name does not start with ``Test``, so pytest only collects it through
+subclasses. Tests go through the public store API only.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+
+from dshpy.core.events import SessionEvent, event_from_parts
+from dshpy.errors import (
+    ConflictError,
+    CorruptSessionError,
+    EventError,
+    ForkError,
+    FormatVersionError,
+    InvalidSessionIdError,
+    InvariantError,
+    ReadOnlySessionError,
+    SessionExistsError,
+    SessionNotFound,
+    StoreError,
+    UnknownEventTypeError,
+)
+from dshpy.log.invariants import validate
+from dshpy.storage.base import BaseStore
+from dshpy.testing.builders import TurnScript, assistant_data, user_message
+
+__all__ = ["StoreContract"]
+
+BAD_IDS = ["", ".", "..", "../etc", "a/b", "a\\b", "x" * 129, "a b", "séance", "id\x00"]
+
+
+def _wire(events: Any) -> list[dict[str, Any]]:
+    return [event.to_wire() for event in events]
+
+
+def _open_turn_with_started_call(session: Any) -> int:
+    """Append a turn that stops inside a tool call (as a crash would leave it); return the call seq."""
+    turn = session.next_turn
+    session.append("turn/start", {"turn": turn})
+    session.append("step/start", {"turn": turn, "step": 1})
+    session.append("user/message", user_message("run it"), surface_op="append")
+    calls = [("call-a", "bash", '{"cmd":"ls"}'), ("call-b", "bash", '{"cmd":"pwd"}')]
+    session.append("assistant/message", assistant_data(turn, 1, "running", tool_calls=calls), surface_op="append")
+    call = session.append("tool/call", {"turn": turn, "step": 1, "callId": "call-a", "name": "bash",
+                                        "arguments": '{"cmd":"ls"}'})
+    return call.seq
+
+
+class StoreContract:
+    """Behaviour every backend must show. Subclasses provide the ``store`` fixture."""
+
+    def reopen(self, store: BaseStore) -> BaseStore:
+        """A fresh store object over the same storage (durable backends override)."""
+        return store
+
+    # -- create / ids -------------------------------------------------------------------
+
+    def test_create_stores_a_v4_header(self, store: BaseStore) -> None:
+        session = store.create(cwd="/srv/app")
+        header = self.reopen(store).stat(session.id).header
+        assert header.version == 4
+        assert header.id == session.id
+        assert header.cwd == "/srv/app"
+        assert header.is_seeded is False
+        assert header.parent_session is None
+        assert header.to_record()["delegationDepth"] == 0
+        assert store.exists(session.id)
+
+    def test_create_with_taken_id_is_refused(self, store: BaseStore) -> None:
+        store.create(session_id="taken")
+        with pytest.raises(SessionExistsError, match="taken"):
+            store.create(session_id="taken")
+
+    @pytest.mark.parametrize("bad", BAD_IDS)
+    def test_bad_session_ids_are_refused_everywhere(self, store: BaseStore, bad: str) -> None:
+        for call in (
+            lambda: store.create(session_id=bad),
+            lambda: store.open(bad),
+            lambda: store.inspect(bad),
+            lambda: list(store.read(bad)),
+            lambda: store.stat(bad),
+            lambda: store.delete(bad),
+            lambda: store.export(bad),
+        ):
+            with pytest.raises(InvalidSessionIdError):
+                call()
+        with pytest.raises(InvalidSessionIdError):
+            store.fork("fine", child_id=bad)
+
+    def test_missing_sessions_raise_not_found(self, store: BaseStore) -> None:
+        for call in (lambda: store.open("nope"), lambda: store.inspect("nope"), lambda: list(store.read("nope")),
+                     lambda: store.stat("nope"), lambda: store.delete("nope"), lambda: store.export("nope")):
+            with pytest.raises(SessionNotFound):
+                call()
+        assert not store.exists("nope")
+
+    # -- append / read ------------------------------------------------------------------
+
+    def test_flushed_events_read_back_identically(self, store: BaseStore) -> None:
+        session = store.create(cwd="/w")
+        TurnScript(session).turn("first", steps=2, system="be brief")
+        TurnScript(session).turn("second")
+        assert session.pending_count == len(session.events)
+        flushed = session.flush()
+        assert flushed == len(session.events) and session.pending_count == 0
+        again = self.reopen(store)
+        assert _wire(again.read(session.id)) == _wire(session.events)
+        reopened = again.open(session.id)
+        assert _wire(reopened.events) == _wire(session.events)
+        assert [m.data for m in reopened.derive_messages()] == [m.data for m in session.derive_messages()]
+        reopened.close()
+
+    def test_unflushed_events_are_not_stored(self, store: BaseStore) -> None:
+        session = store.create()
+        TurnScript(session).turn()
+        assert list(store.read(session.id)) == []
+        session.flush()
+        assert len(list(store.read(session.id))) == len(session.events)
+
+    def test_read_from_seq_returns_the_suffix(self, store: BaseStore) -> None:
+        session = store.create()
+        TurnScript(session).turn(steps=2)
+        session.flush()
+        events = list(store.read(session.id))
+        assert _wire(store.read(session.id, from_seq=3)) == _wire(events[3:])
+        assert list(store.read(session.id, from_seq=len(events))) == []
+        assert list(store.read(session.id, from_seq=len(events) + 10)) == []
+        with pytest.raises(ValueError, match="non-negative"):
+            list(store.read(session.id, from_seq=-1))
+
+    def test_flush_without_pending_events_is_a_no_op(self, store: BaseStore) -> None:
+        session = store.create()
+        assert session.flush() == 0
+        TurnScript(session).turn()
+        assert session.flush() > 0
+        assert session.flush() == 0
+
+    def test_context_manager_flushes_on_exit(self, store: BaseStore) -> None:
+        with store.create() as session:
+            TurnScript(session).turn()
+            expected = _wire(session.events)
+        assert _wire(self.reopen(store).read(session.id)) == expected
+        with pytest.raises(ReadOnlySessionError):
+            session.append("turn/start", {"turn": 2})
+
+    def test_stale_writer_gets_conflict_and_nothing_interleaves(self, store: BaseStore) -> None:
+        session = store.create()
+        TurnScript(session).turn()
+        session.close()
+        first = store.open(session.id)
+        second = store.open(session.id) if not self._single_writer else None
+        TurnScript(first).turn("from first")
+        first.flush()
+        if second is None:
+            with pytest.raises(ConflictError):
+                store.open(session.id)
+            first.close()
+            return
+        TurnScript(second).turn("from second")
+        with pytest.raises(ConflictError):
+            second.flush()
+        assert second.pending_count > 0  # still pending: nothing was lost or half-written
+        stored = list(store.read(session.id))
+        assert _wire(stored) == _wire(first.events)
+        validate(stored)
+        first.close()
+
+    _single_writer = False
+    """Backends that lock a session to one writer refuse the second open instead."""
+
+    def test_identical_resend_is_a_no_op_and_different_content_conflicts(self, store: BaseStore) -> None:
+        session = store.create()
+        TurnScript(session).turn()
+        session.flush()
+        events = list(store.read(session.id))
+        store.append(session.id, events[-3:], expected_seq=len(events) - 3)  # a retry after a lost reply
+        assert _wire(store.read(session.id)) == _wire(events)
+        altered = [*events[-3:-1], event_from_parts("turn/end", events[-1].seq, events[-1].time + 1,
+                                                      {"turn": 1, "reason": {"kind": "aborted", "reason": {"kind": "user"}}})]
+        with pytest.raises(ConflictError):
+            store.append(session.id, altered, expected_seq=len(events) - 3)
+        with pytest.raises(ConflictError):
+            store.append(session.id, [event_from_parts("turn/start", len(events) + 1, 0, {"turn": 2})],
+                         expected_seq=len(events) + 1)
+        assert _wire(store.read(session.id)) == _wire(events)
+
+    def test_store_append_validates_before_writing(self, store: BaseStore) -> None:
+        session = store.create()
+        TurnScript(session).turn()
+        session.flush()
+        n = len(list(store.read(session.id)))
+        bad_turn = event_from_parts("turn/start", n, 0, {"turn": 7})
+        with pytest.raises(InvariantError):
+            store.append(session.id, [bad_turn], expected_seq=n)
+        gap = [event_from_parts("turn/start", n, 0, {"turn": 2}), event_from_parts("turn/end", n + 2, 0,
+                                                                                  {"turn": 2, "reason": {"kind": "completed"}})]
+        with pytest.raises(EventError):
+            store.append(session.id, gap, expected_seq=n)
+        assert len(list(store.read(session.id))) == n
+        good = [event_from_parts("turn/start", n, 0, {"turn": 2}),
+                event_from_parts("turn/end", n + 1, 0, {"turn": 2, "reason": {"kind": "completed"}})]
+        store.append(session.id, good, expected_seq=n)
+        assert len(list(store.read(session.id))) == n + 2
+
+    def test_concurrent_writers_never_interleave(self, store: BaseStore) -> None:
+        session = store.create()
+        session.close()
+        wins: list[int] = []
+        errors: list[BaseException] = []
+
+        def writer(index: int) -> None:
+            try:
+                for _ in range(5):
+                    while True:
+                        stored = list(store.read(session.id))
+                        n = len(stored)
+                        turn = sum(1 for e in stored if e.type == "turn/start") + 1
+                        batch = [event_from_parts("turn/start", n, index, {"turn": turn}),
+                                 event_from_parts("turn/end", n + 1, index, {"turn": turn, "reason": {"kind": "completed"}})]
+                        try:
+                            store.append(session.id, batch, expected_seq=n)
+                        except (ConflictError, InvariantError):
+                            continue
+                        wins.append(index)
+                        break
+            except BaseException as error:  # pragma: no cover - reported below
+                errors.append(error)
+
+        threads = [threading.Thread(target=writer, args=(i,)) for i in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert not errors
+        stored = list(store.read(session.id))
+        assert len(stored) == 2 * len(wins) == 40
+        assert [e.seq for e in stored] == list(range(40))
+        validate(stored)
+
+    # -- repair -------------------------------------------------------------------------
+
+    def test_open_closes_an_interrupted_turn_durably(self, store: BaseStore) -> None:
+        session = store.create()
+        TurnScript(session).turn()
+        call_seq = _open_turn_with_started_call(session)
+        session.flush()
+        crashed = len(session.events)
+        reopened = self.reopen(store).open(session.id)
+        tail = list(store.read(session.id, from_seq=crashed))
+        assert [e.type for e in tail] == ["tool/result", "tool/result", "step/end", "turn/end"]
+        unknown, not_started = tail[0], tail[1]
+        assert unknown.data["error"]["code"] == "TOOL_OUTCOME_UNKNOWN"
+        assert unknown.source_event_seqs == (call_seq,)
+        assert "Do not retry blindly." in unknown.data["message"]["content"][0]["text"]
+        assert not_started.data["error"]["code"] == "TOOL_NOT_STARTED"
+        assert not_started.data["message"]["id"] == f"interrupted-tool-result-call-b-{crashed + 1}"
+        assert tail[-1].data["reason"] == {"kind": "interrupted"}
+        assert reopened.open_turn is None and reopened.next_turn == 3
+        assert [m.role for m in reopened.derive_messages()][-2:] == ["tool", "tool"]
+        validate(store.read(session.id))
+        reopened.close()
+
+    def test_inspect_shows_the_repair_without_writing(self, store: BaseStore) -> None:
+        session = store.create()
+        _open_turn_with_started_call(session)
+        session.flush()
+        before = _wire(store.read(session.id))
+        view = store.inspect(session.id)
+        assert view.events[-1].type == "turn/end" and view.events[-1].data["reason"]["kind"] == "interrupted"
+        assert view.read_only
+        with pytest.raises(ReadOnlySessionError):
+            view.append("user/message", user_message("x"), surface_op="append")
+        assert _wire(store.read(session.id)) == before
+        assert store.stat(session.id).event_count == len(before)
+
+    # -- fork ---------------------------------------------------------------------------
+
+    def test_fork_inherits_the_prefix_and_leaves_the_parent_alone(self, store: BaseStore) -> None:
+        parent = store.create(cwd="/w")
+        TurnScript(parent).turn("one")
+        boundary = len(parent.events) - 1
+        TurnScript(parent).turn("two")
+        parent.flush()
+        before = _wire(store.read(parent.id))
+        child = store.fork(parent.id, boundary, child_id="child-1")
+        assert child.header.parent_session == parent.id and child.header.is_seeded
+        assert child.header.cwd == "/w"
+        assert child.inherited_event_count == boundary + 1
+        assert _wire(child.events[: boundary + 1]) == before[: boundary + 1]
+        assert child.events[boundary + 1].type == "session/end-seed"
+        assert child.events[boundary + 1].data == {"inherited": True}
+        assert child.next_turn == 2
+        TurnScript(child).turn("child's own")
+        child.flush()
+        assert _wire(store.read(parent.id)) == before
+        fresh = self.reopen(store)
+        assert _wire(fresh.read("child-1")) == _wire(child.events)
+        assert "child-1" in fresh.stat(parent.id).forks
+        grandchild = fresh.fork("child-1", child_id="grandchild")
+        assert _wire(grandchild.events[: len(child.events)]) == _wire(child.events)
+
+    def test_fork_errors_create_nothing(self, store: BaseStore) -> None:
+        parent = store.create(session_id="parent")
+        TurnScript(parent).turn()
+        TurnScript(parent).turn(close=False)
+        parent.flush()
+        store.create(session_id="exists")
+        with pytest.raises(ForkError) as caught:
+            store.fork("parent", 10_000, child_id="exists")
+        assert caught.value.code == "SESSION_ALREADY_EXISTS"
+        with pytest.raises(ForkError) as caught:
+            store.fork("missing", child_id="c1")
+        assert caught.value.code == "SESSION_NOT_FOUND"
+        with pytest.raises(ForkError) as caught:
+            store.fork("parent", 10_000, child_id="c2")
+        assert caught.value.code == "INVALID_BOUNDARY"
+        with pytest.raises(ForkError) as caught:
+            store.fork("parent", child_id="c3")
+        assert caught.value.code == "OPEN_TURN"
+        assert not any(store.exists(c) for c in ("c1", "c2", "c3"))
+        closed = store.fork("parent", child_id="c4", close_open_turn=True)
+        assert closed.events[-1].data["reason"] == {"kind": "forked"}
+        validate(store.read("c4"))
+
+    def test_delete_respects_forks_that_share_history(self, store: BaseStore) -> None:
+        parent = store.create(session_id="p")
+        TurnScript(parent).turn()
+        parent.flush()
+        child = store.fork("p", child_id="kid")
+        TurnScript(child).turn()
+        child.flush()
+        expected = _wire(store.read("kid"))
+        if store.zero_copy_fork:
+            with pytest.raises(StoreError, match="kid"):
+                store.delete("p")
+            assert store.exists("p")
+            store.delete("p", detach_forks=True)
+        else:
+            store.delete("p")
+        assert not store.exists("p")
+        assert _wire(self.reopen(store).read("kid")) == expected
+        store.delete("kid")
+        assert not store.exists("kid")
+
+    # -- list / stat --------------------------------------------------------------------
+
+    def test_list_and_stat(self, store: BaseStore) -> None:
+        a = store.create(session_id="a")
+        b = store.create(session_id="b")
+        TurnScript(b).turn()
+        b.flush()
+        infos = {info.id: info for info in self.reopen(store).list()}
+        assert set(infos) >= {"a", "b"}
+        assert infos["a"].event_count == 0
+        assert infos["b"].event_count == len(b.events)
+        assert infos["b"].updated_at == b.events[-1].time
+        assert infos["a"].updated_at == a.header.created_at
+
+    # -- export / import ----------------------------------------------------------------
+
+    def test_export_import_round_trip(self, store: BaseStore) -> None:
+        session = store.create(cwd="/w")
+        TurnScript(session).turn(steps=2, system="sys")
+        session.flush()
+        document = store.export(session.id)
+        assert document["header"]["id"] == session.id
+        copy = store.import_session(document, session_id="copy")
+        assert copy.event_count == len(session.events)
+        assert _wire(store.read("copy")) == _wire(session.events)
+        with pytest.raises(SessionExistsError):
+            store.import_session(document)
+
+    def test_import_refuses_tampering_and_stores_nothing(self, store: BaseStore) -> None:
+        session = store.create()
+        TurnScript(session).turn()
+        session.flush()
+        document = store.export(session.id)
+        prompt = next(e for e in document["events"] if e["type"] == "user/message")
+        prompt["data"]["content"] = [{"type": "text", "text": "forged"}]
+        with pytest.raises(CorruptSessionError, match="digest"):
+            store.import_session(document, session_id="forged")
+        assert not store.exists("forged")
+        truncated = store.export(session.id)
+        truncated["events"].pop()
+        with pytest.raises(CorruptSessionError):
+            store.import_session(truncated, session_id="cut")
+        assert not store.exists("cut")
+
+    def test_import_checks_vocabulary_and_version(self, store: BaseStore) -> None:
+        from dshpy.storage.base import events_digest
+
+        session = store.create()
+        session.append("user/message", user_message("hi"), surface_op="append")
+        session.flush()
+
+        def document_with(events: list[SessionEvent], version: int = 4) -> dict[str, Any]:
+            doc = store.export(session.id)
+            doc["header"]["version"] = version
+            doc["events"] = [e.to_wire() for e in events]
+            doc["eventsSha256"] = events_digest(events)
+            return doc
+
+        base = list(store.read(session.id))
+        unknown = event_from_parts("future/thing", 1, 0, {"x": 1})
+        with pytest.raises(UnknownEventTypeError, match="future/thing"):
+            store.import_session(document_with([*base, unknown]), session_id="u1")
+        skippable = event_from_parts("future/thing", 1, 0, {"x": 1}, ignorable=True)
+        store.import_session(document_with([*base, skippable]), session_id="u2")
+        assert _wire(store.read("u2"))[-1] == skippable.to_wire()
+        with pytest.raises(FormatVersionError, match="upgrade"):
+            store.import_session(document_with(base, version=5), session_id="u3")
+        assert not store.exists("u1") and not store.exists("u3")

@@ -1,0 +1,45 @@
+"""Pins the public API: additions are deliberate, removals break this test."""
+
+import dshpy
+
+EXPECTED = {
+    "DEFAULT_CHAIN", "EVENT_DATA_SHAPES", "FORMAT_VERSION", "KNOWN_EVENT_TYPES", "SURFACE_EVENT_TYPES",
+    "BaseStore", "ConflictError", "CorruptSessionError", "DshError", "EventError", "ForkError", "ForkPlan",
+    "FormatVersionError", "FrozenDict", "FrozenList", "InvalidSessionIdError", "InvariantError", "Lifecycle",
+    "MemoryStore", "Message", "Migration", "MigrationChain", "ReadOnlySessionError", "Session", "SessionEvent",
+    "SessionExistsError", "SessionHeader", "SessionInfo", "SessionNotFound", "SessionStore", "StoreError",
+    "SurfaceError", "SurfaceOp", "SurfaceReplace", "UnknownEventTypeError", "__version__", "check_session_id",
+    "decode_event", "encode_event", "freeze_json", "interrupted_turn_closers", "new_message_id", "new_session_id",
+    "open_store", "open_turn_closers", "plan_fork", "thaw", "validate",
+}
+
+
+def test_all_is_pinned():
+    assert set(dshpy.__all__) == EXPECTED
+    assert len(dshpy.__all__) == len(set(dshpy.__all__))
+
+
+def test_every_exported_name_exists():
+    for name in dshpy.__all__:
+        assert getattr(dshpy, name) is not None, name
+
+
+def test_error_tree():
+    assert issubclass(dshpy.ConflictError, dshpy.StoreError)
+    assert issubclass(dshpy.SessionNotFound, dshpy.StoreError)
+    assert issubclass(dshpy.CorruptSessionError, dshpy.StoreError)
+    assert issubclass(dshpy.FormatVersionError, dshpy.StoreError)
+    assert issubclass(dshpy.UnknownEventTypeError, dshpy.FormatVersionError)
+    assert issubclass(dshpy.StoreError, dshpy.DshError)
+    assert issubclass(dshpy.InvariantError, dshpy.DshError)
+    assert issubclass(dshpy.ForkError, dshpy.DshError)
+
+
+def test_open_store_rejects_unknown_schemes_clearly():
+    import pytest
+
+    with pytest.raises(dshpy.StoreError, match="available: memory:"):
+        dshpy.open_store("ftp://x/y")
+    with pytest.raises(dshpy.StoreError, match="invalid store URL"):
+        dshpy.open_store("no-scheme")
+    assert isinstance(dshpy.open_store("memory:"), dshpy.MemoryStore)

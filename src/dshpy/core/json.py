@@ -44,10 +44,18 @@ MAX_DEPTH = 200
 class NotJsonError(ValueError):
     """A value cannot be stored as lossless JSON; ``path`` locates it (``$.a[0]``)."""
 
-    def __init__(self, reason: str, path: str) -> None:
-        super().__init__(f"{reason} at {path}")
+    def __init__(self, reason: str, path: str = "$") -> None:
+        super().__init__(reason)
         self.reason = reason
         self.path = path
+
+    def __str__(self) -> str:
+        return f"{self.reason} at {self.path}"
+
+    def _inside(self, step: str) -> NotJsonError:
+        """Prefix the location with the container step it was found under (built only on failure)."""
+        self.path = "$" + step + self.path[1:]
+        return self
 
 
 def _immutable(*_args: object, **_kwargs: object) -> NoReturn:
@@ -113,52 +121,76 @@ def freeze_json(value: Any) -> JsonValue:
     re-appending data taken from an earlier event (a derived message, say) free.
     Raises :class:`NotJsonError` naming the first offending location.
     """
-    return _freeze(value, "$", 0, set())
+    return _freeze(value, 0, set())
 
 
-def _freeze(value: Any, path: str, depth: int, active: set[int]) -> JsonValue:
+def _scalar(value: Any) -> JsonValue:
     kind = type(value)
-    if kind is str or value is None or kind is bool:
-        return value
     if kind is int:
         if -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
             return value
-        raise NotJsonError("integer outside the exact JSON range ±(2**53-1)", path)
+        raise NotJsonError("integer outside the exact JSON range ±(2**53-1)")
     if kind is float:
         if not math.isfinite(value):
-            raise NotJsonError(f"non-finite number {value!r}", path)
+            raise NotJsonError(f"non-finite number {value!r}")
         if value == 0.0 and math.copysign(1.0, value) < 0:
-            raise NotJsonError("negative zero", path)
+            raise NotJsonError("negative zero")
         return value
-    if kind is FrozenDict or kind is FrozenList:
-        return value
-    if depth >= MAX_DEPTH:
-        raise NotJsonError(f"nesting deeper than {MAX_DEPTH} levels", path)
-    if isinstance(value, Mapping) and not isinstance(value, type):
-        marker = id(value)
-        if marker in active:
-            raise NotJsonError("reference cycle", path)
-        active.add(marker)
-        out: dict[str, Any] = {}
-        for key, item in value.items():
-            if type(key) is not str:
-                raise NotJsonError(f"non-string key {key!r}", path)
-            out[key] = _freeze(item, f"{path}.{key}", depth + 1, active)
-        active.discard(marker)
-        return FrozenDict(out)
-    if kind is list or kind is tuple or isinstance(value, list | tuple):
-        marker = id(value)
-        if marker in active:
-            raise NotJsonError("reference cycle", path)
-        active.add(marker)
-        items = [_freeze(item, f"{path}[{i}]", depth + 1, active) for i, item in enumerate(value)]
-        active.discard(marker)
-        return FrozenList(items)
     if isinstance(value, str):  # str subclasses (enums): store the plain string
         return str.__str__(value)
     if isinstance(value, int) and not isinstance(value, bool):
-        return _freeze(int(value), path, depth, active)
-    raise NotJsonError(f"value of type {kind.__name__} is not JSON", path)
+        return _scalar(int(value))
+    raise NotJsonError(f"value of type {kind.__name__} is not JSON")
+
+
+def _freeze(value: Any, depth: int, active: set[int]) -> JsonValue:
+    # Hot path: plain dicts and lists of strings, small ints and bools are checked inline.
+    kind = type(value)
+    if kind is str or value is None or kind is bool:
+        return value
+    if kind is FrozenDict or kind is FrozenList:
+        return value
+    is_mapping = kind is dict or (isinstance(value, Mapping) and not isinstance(value, type))
+    is_sequence = not is_mapping and (kind is list or kind is tuple or isinstance(value, list | tuple))
+    if not (is_mapping or is_sequence):
+        return _scalar(value)
+    if depth >= MAX_DEPTH:
+        raise NotJsonError(f"nesting deeper than {MAX_DEPTH} levels")
+    marker = id(value)
+    if marker in active:
+        raise NotJsonError("reference cycle")
+    active.add(marker)
+    if is_mapping:
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            if type(key) is not str:
+                raise NotJsonError(f"non-string key {key!r}")
+            item_kind = type(item)
+            if item_kind is str or item is None or item_kind is bool or (
+                item_kind is int and -MAX_SAFE_INTEGER <= item <= MAX_SAFE_INTEGER
+            ):
+                out[key] = item
+                continue
+            try:
+                out[key] = _freeze(item, depth + 1, active)
+            except NotJsonError as error:
+                raise error._inside(f".{key}") from None
+        active.discard(marker)
+        return FrozenDict(out)
+    items: list[Any] = []
+    for index, item in enumerate(value):
+        item_kind = type(item)
+        if item_kind is str or item is None or item_kind is bool or (
+            item_kind is int and -MAX_SAFE_INTEGER <= item <= MAX_SAFE_INTEGER
+        ):
+            items.append(item)
+            continue
+        try:
+            items.append(_freeze(item, depth + 1, active))
+        except NotJsonError as error:
+            raise error._inside(f"[{index}]") from None
+    active.discard(marker)
+    return FrozenList(items)
 
 
 def thaw(value: JsonValue) -> Any:

@@ -36,7 +36,7 @@ from dshpy.errors import (
 from dshpy.log.fork import plan_fork
 from dshpy.log.header import SessionHeader
 from dshpy.log.repair import interrupted_turn_closers
-from dshpy.log.session import Session
+from dshpy.log.session import Session, SessionWriter
 from dshpy.log.versions import DEFAULT_CHAIN
 
 __all__ = [
@@ -207,8 +207,13 @@ class BaseStore(ABC):
         """Copy an inherited ``prefix`` into a child so it no longer reads from its parent."""
         raise StoreError(f"{type(self).__name__} does not share fork prefixes")
 
-    def _writer(self, session_id: str) -> Any:
-        """The writer a live session appends through (backends may hold a lock here)."""
+    def _writer(self, session_id: str) -> SessionWriter:
+        """The writer a live session appends through.
+
+        Called before the session is read; a backend with a single-writer lock takes it
+        here (raising ConflictError when another writer holds it) and releases it in
+        the writer's ``close()``.
+        """
         return _StoreWriter(self)
 
     def close(self) -> None:
@@ -305,9 +310,11 @@ class BaseStore(ABC):
 
     def open(self, session_id: str) -> Session:
         """Open a live session; an interrupted turn is closed durably first (crash repair)."""
-        header, events = self._load(session_id)
-        writer = self._writer(session_id)
+        check_session_id(session_id)
+        self._header(session_id)
+        writer = self._writer(session_id)  # taken before reading: a locking backend reads what it owns
         try:
+            header, events = self._load(session_id)
             session = self._restore(header, events, writer=writer)
             closers = interrupted_turn_closers(events)
             if closers:

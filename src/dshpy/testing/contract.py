@@ -36,6 +36,7 @@ from dshpy.errors import (
     UnknownEventTypeError,
 )
 from dshpy.log.invariants import validate
+from dshpy.log.session import Session
 from dshpy.storage.base import BaseStore
 from dshpy.testing.builders import TurnScript, assistant_data, user_message
 
@@ -48,7 +49,7 @@ def _wire(events: Any) -> list[dict[str, Any]]:
     return [event.to_wire() for event in events]
 
 
-def _open_turn_with_started_call(session: Any) -> int:
+def _open_turn_with_started_call(session: Session) -> int:
     """Append a turn that stops inside a tool call (as a crash would leave it); return the call seq."""
     turn = session.next_turn
     session.append("turn/start", {"turn": turn})

@@ -6,14 +6,16 @@ the factory the path and the query options, so adding a backend never touches ca
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
+from pathlib import Path
 from dataclasses import dataclass, field
 from urllib.parse import parse_qsl, urlsplit
 
 from dshpy.errors import StoreError
 from dshpy.storage.base import BaseStore
 
-__all__ = ["StoreURL", "open_store", "parse_store_url", "register_backend"]
+__all__ = ["StoreURL", "default_store_url", "dshpy_home", "open_store", "parse_store_url", "register_backend"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +67,28 @@ def _memory(url: StoreURL) -> BaseStore:
     return MemoryStore()
 
 
+def _sqlite(url: StoreURL) -> BaseStore:
+    from dshpy.storage.sqlite import SqliteStore
+
+    timeout = url.options.get("busy_timeout_ms")
+    return SqliteStore(url.location, busy_timeout_ms=int(timeout) if timeout else 10_000)
+
+
 register_backend("memory", _memory)
+register_backend("sqlite", _sqlite)
+
+
+def dshpy_home() -> Path:
+    """``$DSHPY_HOME``, default ``~/.dshpy``: where the default store and config live."""
+    return Path(os.environ.get("DSHPY_HOME") or Path.home() / ".dshpy")
+
+
+def default_store_url() -> str:
+    """``$DSHPY_STORE`` if set, else the embedded default ``sqlite:///$DSHPY_HOME/sessions.db``."""
+    configured = os.environ.get("DSHPY_STORE")
+    if configured:
+        return configured
+    return f"sqlite:///{(dshpy_home() / 'sessions.db').resolve()}"
 
 
 def open_store(url: str) -> BaseStore:

@@ -1,0 +1,345 @@
+"""``sqlite:///path.db`` — the embedded default store.
+
+One file holds every session: a ``sessions`` row per session and an ``events`` row per
+event, keyed by ``(session_id, seq)``. The database runs in WAL mode with
+``synchronous=FULL``, so a batch is durable when its transaction commits, and every
+flush is one ``BEGIN IMMEDIATE`` transaction that re-reads the stored next seq before
+writing: a stale writer in any process gets :class:`ConflictError` and nothing
+interleaves.
+
+Forks are zero-copy: a child row points at its parent (``base_id``) and the number of
+events it inherits (``base_count``) and stores only its own events, so forking costs
+the same for a 10-event and a 100,000-event parent. Deleting a parent is refused while
+children read through it, unless they are detached first (their prefix is copied in).
+
+The file carries ``application_id`` ("DSHP") and ``user_version`` = the number of
+schema migrations applied; a foreign or newer database is refused, never modified.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from dshpy.core.ids import check_session_id
+from dshpy.core.events import SessionEvent, decode_event, encode_event
+from dshpy.errors import (
+    ConflictError,
+    CorruptSessionError,
+    DshError,
+    FormatVersionError,
+    SessionExistsError,
+    SessionNotFound,
+    StoreError,
+)
+from dshpy.log.header import SessionHeader
+from dshpy.storage.base import BaseStore, SessionInfo, StoredRecord
+
+__all__ = ["APPLICATION_ID", "SCHEMA_MIGRATIONS", "SqliteStore"]
+
+APPLICATION_ID = 0x44534850
+"""``PRAGMA application_id`` of dshpy databases: ASCII "DSHP" (the value dsh uses too)."""
+
+SCHEMA_MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    (
+        """CREATE TABLE sessions (
+            id TEXT PRIMARY KEY,
+            header TEXT NOT NULL,
+            created_at INTEGER NOT NULL,
+            cwd TEXT,
+            parent_session TEXT,
+            base_id TEXT REFERENCES sessions(id),
+            base_count INTEGER NOT NULL DEFAULT 0,
+            next_seq INTEGER NOT NULL DEFAULT 0,
+            updated_at INTEGER NOT NULL
+        ) STRICT""",
+        """CREATE TABLE events (
+            session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+            seq INTEGER NOT NULL,
+            type TEXT NOT NULL,
+            time INTEGER NOT NULL,
+            body BLOB NOT NULL,
+            PRIMARY KEY (session_id, seq)
+        ) STRICT, WITHOUT ROWID""",
+        "CREATE INDEX sessions_by_base ON sessions(base_id) WHERE base_id IS NOT NULL",
+        "CREATE INDEX sessions_by_parent ON sessions(parent_session) WHERE parent_session IS NOT NULL",
+    ),
+)
+"""Schema migrations; position + 1 is the ``user_version`` a database has after applying it."""
+
+_READ_CHUNK = 4096
+
+
+def _normalized_schema(connection: sqlite3.Connection) -> list[tuple[str, str, str]]:
+    rows = connection.execute(
+        "SELECT type, name, sql FROM sqlite_schema WHERE name NOT LIKE 'sqlite_%' ORDER BY type, name"
+    ).fetchall()
+    return [(kind, name, " ".join((sql or "").split())) for kind, name, sql in rows]
+
+
+def _reference_schema(version: int) -> list[tuple[str, str, str]]:
+    reference = sqlite3.connect(":memory:")
+    try:
+        for migration in SCHEMA_MIGRATIONS[:version]:
+            for statement in migration:
+                reference.execute(statement)
+        return _normalized_schema(reference)
+    finally:
+        reference.close()
+
+
+class SqliteStore(BaseStore):
+    """Sessions in one SQLite file (WAL, ``synchronous=FULL``, STRICT tables)."""
+
+    zero_copy_fork = True
+
+    def __init__(self, path: str | os.PathLike[str], *, busy_timeout_ms: int = 10_000) -> None:
+        self.path = Path(path)
+        self.url = f"sqlite:///{self.path}"
+        self._lock = threading.RLock()
+        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if not self.path.exists():
+            try:  # create it private before SQLite opens it with the umask's mode
+                os.close(os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+            except FileExistsError:
+                pass
+        try:
+            self._db = sqlite3.connect(
+                self.path, timeout=busy_timeout_ms / 1000, isolation_level=None, check_same_thread=False
+            )
+            self._db.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+            self._prepare_schema()
+            mode = self._db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                raise StoreError(f"{self.path}: could not switch the database to WAL mode (got {mode})")
+            self._db.execute("PRAGMA synchronous = FULL")
+            self._db.execute("PRAGMA foreign_keys = ON")
+            self._db.execute("PRAGMA trusted_schema = OFF")
+        except sqlite3.DatabaseError as error:
+            raise CorruptSessionError(f"{self.path} is not a usable SQLite database: {error}") from None
+
+    # -- schema -------------------------------------------------------------------------
+
+    def _prepare_schema(self) -> None:
+        db = self._db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            application_id = db.execute("PRAGMA application_id").fetchone()[0]
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+            has_objects = db.execute("SELECT count(*) FROM sqlite_schema WHERE name NOT LIKE 'sqlite_%'").fetchone()[0]
+            if application_id == 0 and version == 0 and not has_objects:
+                db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+            elif application_id != APPLICATION_ID:
+                raise StoreError(
+                    f"{self.path} is not a dshpy session database (application_id {application_id}); "
+                    "refusing to touch it"
+                )
+            latest = len(SCHEMA_MIGRATIONS)
+            if version > latest:
+                raise FormatVersionError(
+                    f"{self.path} uses dshpy schema v{version}, newer than this build's v{latest}: "
+                    "it was written by a newer dshpy — upgrade dshpy to open it"
+                )
+            if _normalized_schema(db) != _reference_schema(version):
+                raise CorruptSessionError(
+                    f"{self.path} does not contain the expected dshpy schema v{version}; refusing to use it"
+                )
+            for index in range(version, latest):
+                for statement in SCHEMA_MIGRATIONS[index]:
+                    db.execute(statement)
+                db.execute(f"PRAGMA user_version = {index + 1}")
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
+    @property
+    def schema_version(self) -> int:
+        with self._lock:
+            version: int = self._db.execute("PRAGMA user_version").fetchone()[0]
+            return version
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """One ``BEGIN IMMEDIATE`` transaction: the write lock is taken before anything is read."""
+        with self._lock:
+            db = self._db
+            try:
+                db.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as error:
+                raise StoreError(f"{self.path}: cannot start a write transaction: {error}") from None
+            try:
+                yield db
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            else:
+                db.execute("COMMIT")
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    # -- primitives -----------------------------------------------------------------------
+
+    @staticmethod
+    def _rows(session_id: str, events: Sequence[SessionEvent]) -> list[tuple[str, int, str, int, bytes]]:
+        return [(session_id, e.seq, e.type, e.time, encode_event(e, seq_ranges=False)) for e in events]
+
+    def _insert(self, record: StoredRecord) -> None:
+        header = record.header
+        base_id, base_count = record.base if record.base is not None else (None, 0)
+        events = record.events
+        updated = max([header.created_at, *(e.time for e in events[-1:])])
+        try:
+            with self._write() as db:
+                if db.execute("SELECT 1 FROM sessions WHERE id = ?", (header.id,)).fetchone():
+                    raise SessionExistsError(f'session "{header.id}" already exists')
+                db.execute(
+                    "INSERT INTO sessions (id, header, created_at, cwd, parent_session, base_id, base_count, "
+                    "next_seq, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        header.id,
+                        orjson.dumps(header.to_record()).decode(),
+                        header.created_at,
+                        header.cwd,
+                        header.parent_session,
+                        base_id,
+                        base_count,
+                        base_count + len(events),
+                        updated,
+                    ),
+                )
+                db.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?)", self._rows(header.id, events))
+        except sqlite3.IntegrityError as error:
+            raise SessionExistsError(f'session "{header.id}" already exists ({error})') from None
+
+    def _session_row(self, session_id: str, columns: str) -> Any:
+        with self._lock:
+            row = self._db.execute(f"SELECT {columns} FROM sessions WHERE id = ?", (session_id,)).fetchone()
+        if row is None:
+            raise SessionNotFound(f'session "{session_id}" not found')
+        return row
+
+    @staticmethod
+    def _parse_header(session_id: str, raw: str) -> SessionHeader:
+        try:
+            record = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            raise CorruptSessionError(f'stored header of session "{session_id}" is not JSON') from None
+        header = SessionHeader.from_record(record)
+        if header.id != session_id:
+            raise CorruptSessionError(f'stored header of session "{session_id}" names session "{header.id}"')
+        return header
+
+    def _header(self, session_id: str) -> SessionHeader:
+        (raw,) = self._session_row(session_id, "header")
+        return self._parse_header(session_id, raw)
+
+    def _base(self, session_id: str) -> tuple[str, int] | None:
+        base_id, base_count = self._session_row(session_id, "base_id, base_count")
+        return None if base_id is None else (base_id, base_count)
+
+    def _length(self, session_id: str) -> int:
+        (next_seq,) = self._session_row(session_id, "next_seq")
+        return int(next_seq)
+
+    def _own_events(self, session_id: str, from_seq: int) -> Iterator[SessionEvent]:
+        expected = from_seq
+        while True:
+            with self._lock:
+                rows = self._db.execute(
+                    "SELECT seq, body FROM events WHERE session_id = ? AND seq >= ? ORDER BY seq LIMIT ?",
+                    (session_id, expected, _READ_CHUNK),
+                ).fetchall()
+            for seq, body in rows:
+                if seq != expected:
+                    raise CorruptSessionError(
+                        f'session "{session_id}" is missing event {expected} (next stored: {seq})'
+                    )
+                try:
+                    event = decode_event(orjson.loads(body))
+                except (orjson.JSONDecodeError, DshError) as error:
+                    raise CorruptSessionError(f'session "{session_id}" event {seq} is damaged: {error}') from None
+                if event.seq != seq:
+                    raise CorruptSessionError(f'session "{session_id}" row {seq} holds event seq {event.seq}')
+                yield event
+                expected += 1
+            if len(rows) < _READ_CHUNK:
+                return
+
+    def _append(self, session_id: str, expected_seq: int, events: Sequence[SessionEvent]) -> None:
+        try:
+            with self._write() as db:
+                row = db.execute("SELECT next_seq FROM sessions WHERE id = ?", (session_id,)).fetchone()
+                if row is None:
+                    raise SessionNotFound(f'session "{session_id}" not found')
+                if row[0] != expected_seq:
+                    raise ConflictError(
+                        f'session "{session_id}" ends at seq {row[0]}, not {expected_seq}: another writer appended first',
+                        expected_seq=expected_seq,
+                        actual_seq=row[0],
+                    )
+                db.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?)", self._rows(session_id, events))
+                db.execute(
+                    "UPDATE sessions SET next_seq = ?, updated_at = max(updated_at, ?) WHERE id = ?",
+                    (expected_seq + len(events), events[-1].time, session_id),
+                )
+        except sqlite3.IntegrityError as error:
+            raise ConflictError(
+                f'session "{session_id}": seq already taken ({error})', expected_seq=expected_seq
+            ) from None
+
+    def _remove(self, session_id: str) -> None:
+        with self._write() as db:
+            db.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
+
+    def _ids(self) -> list[str]:
+        with self._lock:
+            return [row[0] for row in self._db.execute("SELECT id FROM sessions ORDER BY id")]
+
+    def _children(self, session_id: str) -> list[str]:
+        with self._lock:
+            rows = self._db.execute("SELECT id FROM sessions WHERE base_id = ? ORDER BY id", (session_id,))
+            return [row[0] for row in rows]
+
+    def _rebase(self, session_id: str, prefix: Sequence[SessionEvent]) -> None:
+        with self._write() as db:
+            db.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?)", self._rows(session_id, prefix))
+            db.execute("UPDATE sessions SET base_id = NULL, base_count = 0 WHERE id = ?", (session_id,))
+
+    # -- fast metadata ----------------------------------------------------------------------
+
+    def _infos(self, where: str, params: tuple[Any, ...]) -> list[SessionInfo]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT s.id, s.header, s.next_seq, s.updated_at, "
+                "(SELECT group_concat(c.id, char(10)) FROM sessions c WHERE c.parent_session = s.id) "
+                f"FROM sessions s {where}",
+                params,
+            ).fetchall()
+        infos = []
+        for session_id, raw, next_seq, updated_at, forks in rows:
+            header = self._parse_header(session_id, raw)
+            children = tuple(sorted(forks.split("\n"))) if forks else ()
+            infos.append(SessionInfo(session_id, header, next_seq, updated_at, children))
+        return infos
+
+    def stat(self, session_id: str) -> SessionInfo:
+        check_session_id(session_id)
+        infos = self._infos("WHERE s.id = ?", (session_id,))
+        if not infos:
+            raise SessionNotFound(f'session "{session_id}" not found')
+        return infos[0]
+
+    def list(self) -> list[SessionInfo]:
+        infos = self._infos("", ())
+        infos.sort(key=lambda info: (info.updated_at, info.id), reverse=True)
+        return infos

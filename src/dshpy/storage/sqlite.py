@@ -18,6 +18,7 @@ schema migrations applied; a foreign or newer database is refused, never modifie
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import threading
@@ -28,8 +29,8 @@ from typing import Any
 
 import orjson
 
-from dshpy.core.ids import check_session_id
 from dshpy.core.events import SessionEvent, decode_event, encode_event
+from dshpy.core.ids import check_session_id
 from dshpy.errors import (
     ConflictError,
     CorruptSessionError,
@@ -106,10 +107,8 @@ class SqliteStore(BaseStore):
         self._lock = threading.RLock()
         self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         if not self.path.exists():
-            try:  # create it private before SQLite opens it with the umask's mode
+            with contextlib.suppress(FileExistsError):  # create it private before SQLite opens it
                 os.close(os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
-            except FileExistsError:
-                pass
         try:
             self._db = sqlite3.connect(
                 self.path, timeout=busy_timeout_ms / 1000, isolation_level=None, check_same_thread=False

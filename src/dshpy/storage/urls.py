@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from pathlib import Path
 from dataclasses import dataclass, field
+from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit
 
 from dshpy.errors import StoreError

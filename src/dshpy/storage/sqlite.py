@@ -282,7 +282,8 @@ class SqliteStore(BaseStore):
                     raise SessionNotFound(f'session "{session_id}" not found')
                 if row[0] != expected_seq:
                     raise ConflictError(
-                        f'session "{session_id}" ends at seq {row[0]}, not {expected_seq}: another writer appended first',
+                        f'session "{session_id}" ends at seq {row[0]}, not {expected_seq}: '
+                        "another writer appended first",
                         expected_seq=expected_seq,
                         actual_seq=row[0],
                     )

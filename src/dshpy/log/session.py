@@ -13,6 +13,7 @@ the same id that flushes from a stale position gets :class:`ConflictError`.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from types import TracebackType
@@ -83,6 +84,9 @@ class Session:
         self._writer = writer
         self._read_only = read_only
         self._closed = False
+        self._io = threading.RLock()
+        self._write_behind_s: float | None = None
+        self._timer: threading.Timer | None = None
         restored = list(events)
         self._lifecycle.orphans = orphan_compactions(restored)
         for event in restored:
@@ -200,41 +204,44 @@ class Session:
         explicitly ``ignorable``. Raises :class:`EventError` (or a subclass) and
         commits nothing when the event is refused.
         """
-        self._check_writable()
-        if not isinstance(type, str) or not type:
-            raise EventError("event type must be a non-empty string")
-        if type.startswith("plugin:"):
-            if not is_plugin_type(type):
+        with self._io:
+            self._check_writable()
+            if not isinstance(type, str) or not type:
+                raise EventError("event type must be a non-empty string")
+            if type.startswith("plugin:"):
+                if not is_plugin_type(type):
+                    raise EventError(
+                        f'invalid plugin record type "{type}": use plugin:<namespace>/<name> in lower case',
+                        event_type=type,
+                    )
+                ignorable = True
+            elif type not in KNOWN_EVENT_TYPES and not ignorable:
                 raise EventError(
-                    f'invalid plugin record type "{type}": use plugin:<namespace>/<name> in lower case', event_type=type
-                )
-            ignorable = True
-        elif type not in KNOWN_EVENT_TYPES and not ignorable:
-            raise EventError(
-                f'unknown event type "{type}": dsh readers would refuse it; mark it ignorable=True or use a '
-                "plugin:<namespace>/<name> record",
-                event_type=type,
-            )
-        seq = len(self._events)
-        try:
-            frozen = freeze_json(data)
-        except NotJsonError as error:
-            raise EventError(
-                f'session event "{type}" carries non-JSON-serializable data: {error}', event_type=type, seq=seq
-            ) from None
-        op = None if surface_op is None else parse_surface_op(surface_op, type, seq)
-        sources: tuple[int, ...] | None = None
-        if source_event_seqs is not None:
-            if isinstance(source_event_seqs, str | bytes) or not all(is_seq(s) for s in source_event_seqs):
-                raise SurfaceError(
-                    f'session event "{type}" sourceEventSeqs must densely contain non-negative safe integers',
+                    f'unknown event type "{type}": dsh readers would refuse it; mark it ignorable=True or use a '
+                    "plugin:<namespace>/<name> record",
                     event_type=type,
-                    seq=seq,
                 )
-            sources = tuple(source_event_seqs)
-        event = SessionEvent(type, seq, self._clock(), frozen, op, sources, ignorable)
-        self._admit(event)
-        return event
+            seq = len(self._events)
+            try:
+                frozen = freeze_json(data)
+            except NotJsonError as error:
+                raise EventError(
+                    f'session event "{type}" carries non-JSON-serializable data: {error}', event_type=type, seq=seq
+                ) from None
+            op = None if surface_op is None else parse_surface_op(surface_op, type, seq)
+            sources: tuple[int, ...] | None = None
+            if source_event_seqs is not None:
+                if isinstance(source_event_seqs, str | bytes) or not all(is_seq(s) for s in source_event_seqs):
+                    raise SurfaceError(
+                        f'session event "{type}" sourceEventSeqs must densely contain non-negative safe integers',
+                        event_type=type,
+                        seq=seq,
+                    )
+                sources = tuple(source_event_seqs)
+            event = SessionEvent(type, seq, self._clock(), frozen, op, sources, ignorable)
+            self._admit(event)
+            self._arm_write_behind()
+            return event
 
     def append_events(self, events: Iterable[SessionEvent]) -> list[SessionEvent]:
         """Append prebuilt events (repair closers, imports), keeping their times.
@@ -242,14 +249,16 @@ class Session:
         Each must carry the next seq. All are checked first; if one is refused,
         none is appended.
         """
-        self._check_writable()
-        batch = list(events)
-        trial = self._fork_state()
-        for event in batch:
-            trial._admit(event)  # raises before anything reaches self
-        for event in batch:
-            self._admit(event)
-        return batch
+        with self._io:
+            self._check_writable()
+            batch = list(events)
+            trial = self._fork_state()
+            for event in batch:
+                trial._admit(event)  # raises before anything reaches self
+            for event in batch:
+                self._admit(event)
+            self._arm_write_behind()
+            return batch
 
     def flush(self) -> int:
         """Hand the pending events to the store as one conditional batch; returns their count.
@@ -257,27 +266,62 @@ class Session:
         Raises :class:`~dshpy.errors.ConflictError` if another writer appended first;
         the pending events then stay pending (reopen the session to continue).
         """
-        pending = len(self._events) - self._flushed
-        if pending == 0 or self._writer is None:
-            if self._writer is None:
-                self._flushed = len(self._events)
-            return 0
-        end = len(self._events)
-        self._writer.write(self.id, self._flushed, self._events[self._flushed : end])
-        self._flushed = end
-        return pending
+        with self._io:
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            pending = len(self._events) - self._flushed
+            if pending == 0 or self._writer is None:
+                if self._writer is None:
+                    self._flushed = len(self._events)
+                return 0
+            end = len(self._events)
+            self._writer.write(self.id, self._flushed, self._events[self._flushed : end])
+            self._flushed = end
+            return pending
+
+    def set_write_behind(self, delay_ms: int | None) -> None:
+        """Flush automatically ``delay_ms`` after the first unflushed append (``None``: only on :meth:`flush`).
+
+        The window is fixed, not a debounce: later appends do not push it back, so no
+        event waits longer than ``delay_ms`` plus one write. A failed background flush
+        keeps the events pending and is retried after the next append.
+        """
+        if delay_ms is not None and (type(delay_ms) is not int or delay_ms < 0):
+            raise ValueError(f"write_behind_ms must be a non-negative integer or None, got {delay_ms!r}")
+        with self._io:
+            self._write_behind_s = None if delay_ms is None else delay_ms / 1000
+
+    def _arm_write_behind(self) -> None:
+        if self._write_behind_s is None or self._timer is not None or self._writer is None:
+            return
+        timer = threading.Timer(self._write_behind_s, self._flush_behind)
+        timer.daemon = True
+        self._timer = timer
+        timer.start()
+
+    def _flush_behind(self) -> None:
+        with self._io:
+            if self._timer is None or self._closed:
+                return
+            self._timer = None
+            try:
+                self.flush()
+            except Exception:
+                log.warning("background flush of session %s failed; events stay pending", self.id, exc_info=True)
 
     def close(self) -> None:
         """Flush, then release the writer; the handle becomes read-only."""
-        if self._closed:
-            return
-        try:
-            if not self._read_only:
-                self.flush()
-        finally:
-            self._closed = True
-            if self._writer is not None:
-                self._writer.close()
+        with self._io:
+            if self._closed:
+                return
+            try:
+                if not self._read_only:
+                    self.flush()
+            finally:
+                self._closed = True
+                if self._writer is not None:
+                    self._writer.close()
 
     def __enter__(self) -> Session:
         return self

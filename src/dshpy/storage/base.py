@@ -105,8 +105,10 @@ class SessionStore(Protocol):
     url: str
     zero_copy_fork: bool
 
-    def create(self, *, session_id: str | None = None, cwd: str | None = None) -> Session: ...
-    def open(self, session_id: str) -> Session: ...
+    def create(
+        self, *, session_id: str | None = None, cwd: str | None = None, write_behind_ms: int | None = None
+    ) -> Session: ...
+    def open(self, session_id: str, *, write_behind_ms: int | None = None) -> Session: ...
     def inspect(self, session_id: str) -> Session: ...
     def read(self, session_id: str, from_seq: int = 0) -> Iterator[SessionEvent]: ...
     def append(self, session_id: str, events: Sequence[SessionEvent], *, expected_seq: int) -> None: ...
@@ -299,16 +301,23 @@ class BaseStore(ABC):
         agent_preset: str | None = None,
         origin: str | None = None,
         delegation_depth: int = 0,
+        write_behind_ms: int | None = None,
     ) -> Session:
-        """Create an empty session and return it live (the header is stored at once)."""
+        """Create an empty session and return it live (the header is stored at once).
+
+        With ``write_behind_ms`` the session flushes by itself that long after its
+        first unflushed append (see :meth:`Session.set_write_behind`).
+        """
         sid = check_session_id(session_id) if session_id is not None else new_session_id()
         header = SessionHeader.new(
             sid, cwd=cwd, agent_preset=agent_preset, origin=origin, delegation_depth=delegation_depth
         )
         self._insert(StoredRecord(header))
-        return Session(header, writer=self._writer(sid))
+        session = Session(header, writer=self._writer(sid))
+        session.set_write_behind(write_behind_ms)
+        return session
 
-    def open(self, session_id: str) -> Session:
+    def open(self, session_id: str, *, write_behind_ms: int | None = None) -> Session:
         """Open a live session; an interrupted turn is closed durably first (crash repair)."""
         check_session_id(session_id)
         self._header(session_id)
@@ -323,6 +332,7 @@ class BaseStore(ABC):
         except BaseException:
             writer.close()
             raise
+        session.set_write_behind(write_behind_ms)
         return session
 
     def inspect(self, session_id: str) -> Session:

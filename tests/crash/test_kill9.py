@@ -1,0 +1,119 @@
+"""Crash safety: a real writer process is killed with SIGKILL at random points while it appends and flushes.
+
+After every kill the session must reopen, every event acknowledged by a returned ``flush()``
+must still be there unchanged, and a turn the kill left open must come back closed as
+``interrupted``. The writer is a forked child of the test process (a real process with its
+own file descriptors and locks), which keeps 200 kills per backend fast.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import select
+import signal
+import time
+
+import pytest
+
+import dshpy
+from dshpy.testing.builders import TurnScript
+
+KILLS = int(os.environ.get("DSHPY_CRASH_KILLS", "200"))
+ROTATE_EVERY = 25
+
+
+def backend_urls(tmp_path):
+    return {
+        "sqlite": f"sqlite:///{tmp_path}/crash.db",
+    }
+
+
+@pytest.fixture(params=["sqlite"])
+def url(request, tmp_path):
+    return backend_urls(tmp_path)[request.param]
+
+
+def _writer(url: str, session_id: str, ack_fd: int, seed: int) -> None:
+    """The child: reopen (repairing the last crash), then append turns, flushing at random points."""
+    rng = random.Random(seed)
+    store = dshpy.open_store(url)
+    session = store.open(session_id)
+    countdown = [rng.randint(1, 6)]
+
+    def maybe_flush(live, _event):
+        countdown[0] -= 1
+        if countdown[0] <= 0:
+            countdown[0] = rng.randint(1, 6)
+            live.flush()
+            os.write(ack_fd, f"{len(live.events)}\n".encode())
+
+    session.subscribe(maybe_flush)
+    script = TurnScript(session)
+    while True:
+        script.turn(steps=rng.randint(1, 3), tools_per_step=rng.randint(1, 2))
+
+
+def _run_and_kill(url: str, session_id: str, seed: int, delay: float) -> int:
+    """Fork a writer, kill it after ``delay`` seconds, return the highest acknowledged event count."""
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child
+        os.close(read_fd)
+        try:
+            _writer(url, session_id, write_fd, seed)
+        finally:
+            os._exit(0)
+    os.close(write_fd)
+    time.sleep(delay)
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    acked = 0
+    buffer = b""
+    while select.select([read_fd], [], [], 0)[0]:
+        chunk = os.read(read_fd, 65536)
+        if not chunk:
+            break
+        buffer += chunk
+    os.close(read_fd)
+    for line in buffer.split():
+        acked = max(acked, int(line))
+    return acked
+
+
+def test_kill9_never_loses_acknowledged_events(url):
+    rng = random.Random(1234)
+    kills = 0
+    opened_with_open_turn = 0
+    while kills < KILLS:
+        store = dshpy.open_store(url)
+        session = store.create()
+        session.close()
+        store.close()
+        known: list[dict] = []
+        for _ in range(ROTATE_EVERY):
+            if kills >= KILLS:
+                break
+            acked = _run_and_kill(url, session.id, rng.randrange(1 << 30), rng.uniform(0.0, 0.04))
+            kills += 1
+            store = dshpy.open_store(url)
+            raw = [e.to_wire() for e in store.read(session.id)]
+            assert len(raw) >= acked, f"kill {kills}: {acked} events acknowledged, only {len(raw)} stored"
+            assert raw[: len(known)] == known, f"kill {kills}: previously stored events changed"
+            turn_open = dshpy.Session(store.stat(session.id).header, store.read(session.id)).open_turn is not None
+            reopened = store.open(session.id)
+            assert reopened.open_turn is None
+            events = [e.to_wire() for e in reopened.events]
+            assert events[: len(raw)] == raw
+            if turn_open:
+                opened_with_open_turn += 1
+                assert events[-1]["type"] == "turn/end"
+                assert events[-1]["data"]["reason"] == {"kind": "interrupted"}
+            else:
+                assert len(events) == len(raw)
+            dshpy.validate(reopened.events)
+            reopened.close()
+            known = events
+            store.close()
+    assert kills == KILLS
+    assert opened_with_open_turn > KILLS // 4  # the kills really landed inside turns

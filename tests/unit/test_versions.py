@@ -44,7 +44,7 @@ def test_chain_applies_edges_in_order_in_memory():
 def test_current_version_runs_no_edge():
     calls = []
     chain = MigrationChain(2, [Migration("v1-to-v2", 1, 2, _bump(2), lambda ev, h: calls.append(1) or ev)])
-    header, events = chain.upgrade({"version": 2}, [{"type": "a"}])
+    _header, events = chain.upgrade({"version": 2}, [{"type": "a"}])
     assert list(events) == [{"type": "a"}] and calls == []
     assert chain.plan(2) == []
 

@@ -34,6 +34,8 @@ __all__ = [
     "DeveloperMessageData",
     "EndSeedData",
     "InboxSplicedData",
+    "PtcDispatchData",
+    "TitleRequestData",
     "LlmRetryData",
     "LlmRetryStartedData",
     "RequestContextData",
@@ -199,6 +201,19 @@ class CompactionSummaryData(TypedDict):
     summary: list[ContentBlock]
 
 
+class PtcDispatchData(TypedDict):
+    subCallId: str
+    rootCallId: str
+    parentCallId: str
+    name: NotRequired[str]
+    arguments: NotRequired[Any]
+
+
+class TitleRequestData(TypedDict):
+    messageSeqs: list[int]
+    messages: list[dict[str, Any]]
+
+
 EVENT_DATA_SHAPES: dict[str, Any] = {
     "turn/start": TurnStartData,
     "turn/end": TurnEndData,
@@ -224,5 +239,8 @@ EVENT_DATA_SHAPES: dict[str, Any] = {
     "compaction/summary": CompactionSummaryData,
     "command/run": CommandRunData,
     "command/done": CommandDoneData,
+    "tool/ptc-dispatch-start": PtcDispatchData,
+    "tool/ptc-dispatch": PtcDispatchData,
+    "session/title-llm-request": TitleRequestData,
 }
 """Shape checked for each interpreted type; other known types only need JSON data."""

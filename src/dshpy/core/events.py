@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping, Sequence
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
-from dshpy.core.json import MAX_SAFE_INTEGER, FrozenDict, JsonValue, NotJsonError, dumps, freeze_json
+from dshpy.core.json import MAX_SAFE_INTEGER, JsonValue, NotJsonError, dumps, freeze_json, is_sealed
 from dshpy.errors import EventError, SurfaceError
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "decode_seq_ranges",
     "encode_event",
     "encode_seq_ranges",
+    "checked_event",
     "event_from_parts",
     "is_seq",
     "parse_surface_op",
@@ -189,8 +191,14 @@ def decode_event(raw: Any) -> SessionEvent:
 
 def parse_surface_op(raw: Any, event_type: str, seq: int | None) -> SurfaceOp:
     """Accept ``"append"``, a :class:`SurfaceReplace`, or the exact 3-key replace object."""
-    if raw == "append" or isinstance(raw, SurfaceReplace):
-        return "append" if isinstance(raw, str) else raw
+    if isinstance(raw, SurfaceReplace):
+        if not (is_seq(raw.start_seq) and is_seq(raw.end_seq)):
+            raise SurfaceError(
+                f'session event "{event_type}" carries an invalid replace surfaceOp', event_type=event_type, seq=seq
+            )
+        return raw
+    if raw == "append" and type(raw) is str:
+        return "append"
     if not isinstance(raw, Mapping):
         raise SurfaceError(f'session event "{event_type}" carries an invalid surfaceOp', event_type=event_type, seq=seq)
     if (
@@ -205,6 +213,42 @@ def parse_surface_op(raw: Any, event_type: str, seq: int | None) -> SurfaceOp:
     return SurfaceReplace(raw["startSeq"], raw["endSeq"])
 
 
+def checked_event(event: SessionEvent) -> SessionEvent:
+    """``event`` itself if its envelope is sound and its data sealed, else a sealed copy.
+
+    Events built by :func:`decode_event` or :func:`event_from_parts` pass for free; a
+    ``SessionEvent`` constructed by hand is checked like wire input, so nothing unchecked
+    reaches a log.
+    """
+    kind, seq = event.type, event.seq
+    if not isinstance(kind, str) or not kind:
+        raise EventError("invalid event envelope: type must be a non-empty string")
+    if not is_seq(seq):
+        raise EventError("invalid event envelope: seq must be a non-negative safe integer", event_type=kind)
+    if type(event.time) is not int or abs(event.time) > MAX_SAFE_INTEGER:
+        raise EventError("invalid event envelope: time must be a safe integer", event_type=kind, seq=seq)
+    if type(event.ignorable) is not bool:
+        raise EventError("invalid event envelope: ignorable must be a boolean", event_type=kind, seq=seq)
+    if event.surface_op is not None:
+        parse_surface_op(event.surface_op, kind, seq)
+    sources = event.source_event_seqs
+    if sources is not None and (not isinstance(sources, tuple) or not all(is_seq(s) for s in sources)):
+        raise SurfaceError(
+            f'session event "{kind}" sourceEventSeqs must densely contain non-negative safe integers',
+            event_type=kind,
+            seq=seq,
+        )
+    if is_sealed(event.data):
+        return event
+    try:
+        data = freeze_json(event.data)
+    except NotJsonError as error:
+        raise EventError(
+            f'session event "{kind}" carries non-JSON-serializable data: {error}', event_type=kind, seq=seq
+        ) from None
+    return dataclasses.replace(event, data=data)
+
+
 def event_from_parts(
     event_type: str,
     seq: int,
@@ -215,7 +259,7 @@ def event_from_parts(
     ignorable: bool = False,
 ) -> SessionEvent:
     """Build an event from Python values (freezing ``data``); used by synthesizers like repair."""
-    frozen = data if isinstance(data, FrozenDict) else freeze_json(data)
+    frozen = freeze_json(data)
     op = None if surface_op is None else parse_surface_op(surface_op, event_type, seq)
     sources = None if source_event_seqs is None else tuple(source_event_seqs)
     return SessionEvent(event_type, seq, time, frozen, op, sources, ignorable)

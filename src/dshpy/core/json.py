@@ -27,6 +27,7 @@ __all__ = [
     "NotJsonError",
     "dumps",
     "freeze_json",
+    "is_sealed",
     "loads",
     "thaw",
 ]
@@ -114,11 +115,30 @@ class FrozenList(list[Any]):
 _SCALARS = (str, bool, type(None))
 
 
+class _SealedDict(FrozenDict):
+    """A FrozenDict that :func:`freeze_json` built and checked; only these are trusted as-is."""
+
+    __slots__ = ()
+
+
+class _SealedList(FrozenList):
+    """A FrozenList that :func:`freeze_json` built and checked; only these are trusted as-is."""
+
+    __slots__ = ()
+
+
+def is_sealed(value: Any) -> bool:
+    """Whether ``value`` is a scalar or a container :func:`freeze_json` already checked."""
+    kind = type(value)
+    return kind is _SealedDict or kind is _SealedList or kind is str or kind is bool or value is None
+
+
 def freeze_json(value: Any) -> JsonValue:
     """Validate ``value`` as lossless JSON and return a frozen deep copy.
 
-    Already-frozen containers are trusted and returned as they are, which makes
-    re-appending data taken from an earlier event (a derived message, say) free.
+    Containers this function built before are trusted and returned as they are, which
+    makes re-appending data taken from an earlier event (a derived message, say) free;
+    a ``FrozenDict`` built by hand is checked like any other mapping.
     Raises :class:`NotJsonError` naming the first offending location.
     """
     return _freeze(value, 0, set())
@@ -148,7 +168,7 @@ def _freeze(value: Any, depth: int, active: set[int]) -> JsonValue:
     kind = type(value)
     if kind is str or value is None or kind is bool:
         return value
-    if kind is FrozenDict or kind is FrozenList:
+    if kind is _SealedDict or kind is _SealedList:
         return value
     is_mapping = kind is dict or (isinstance(value, Mapping) and not isinstance(value, type))
     is_sequence = not is_mapping and (kind is list or kind is tuple or isinstance(value, list | tuple))
@@ -166,8 +186,11 @@ def _freeze(value: Any, depth: int, active: set[int]) -> JsonValue:
             if type(key) is not str:
                 raise NotJsonError(f"non-string key {key!r}")
             item_kind = type(item)
-            if item_kind is str or item is None or item_kind is bool or (
-                item_kind is int and -MAX_SAFE_INTEGER <= item <= MAX_SAFE_INTEGER
+            if (
+                item_kind is str
+                or item is None
+                or item_kind is bool
+                or (item_kind is int and -MAX_SAFE_INTEGER <= item <= MAX_SAFE_INTEGER)
             ):
                 out[key] = item
                 continue
@@ -176,12 +199,15 @@ def _freeze(value: Any, depth: int, active: set[int]) -> JsonValue:
             except NotJsonError as error:
                 raise error._inside(f".{key}") from None
         active.discard(marker)
-        return FrozenDict(out)
+        return _SealedDict(out)
     items: list[Any] = []
     for index, item in enumerate(value):
         item_kind = type(item)
-        if item_kind is str or item is None or item_kind is bool or (
-            item_kind is int and -MAX_SAFE_INTEGER <= item <= MAX_SAFE_INTEGER
+        if (
+            item_kind is str
+            or item is None
+            or item_kind is bool
+            or (item_kind is int and -MAX_SAFE_INTEGER <= item <= MAX_SAFE_INTEGER)
         ):
             items.append(item)
             continue
@@ -190,7 +216,7 @@ def _freeze(value: Any, depth: int, active: set[int]) -> JsonValue:
         except NotJsonError as error:
             raise error._inside(f"[{index}]") from None
     active.discard(marker)
-    return FrozenList(items)
+    return _SealedList(items)
 
 
 def thaw(value: JsonValue) -> Any:

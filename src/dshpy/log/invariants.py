@@ -38,7 +38,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from dshpy.core.events import SessionEvent, is_seq
+from dshpy.core.events import SessionEvent, SurfaceReplace, is_seq
+from dshpy.core.validation import validate_event_data
 from dshpy.core.vocabulary import IN_STEP_EVENT_TYPES, IN_TURN_EVENT_TYPES, KNOWN_EVENT_TYPES
 from dshpy.errors import InvariantError
 from dshpy.log.repair import CLOSER_TEXTS
@@ -99,6 +100,8 @@ class Lifecycle:
     commands: set[str] = field(default_factory=set)
     retries: list[Any] = field(default_factory=list)
     started_retries: set[tuple[str, int]] = field(default_factory=set)
+    dispatches: dict[str, list[Any]] = field(default_factory=dict)
+    """PTC dispatches by subCallId: ``[start data, settled]``."""
 
     @property
     def next_turn(self) -> int:
@@ -116,6 +119,7 @@ class Lifecycle:
         clone.commands = set(self.commands)
         clone.retries = list(self.retries)
         clone.started_retries = set(self.started_retries)
+        clone.dispatches = {key: list(value) for key, value in self.dispatches.items()}
         return clone
 
     def unanswered(self) -> list[str]:
@@ -166,11 +170,16 @@ class Lifecycle:
             elif kind == "developer/message" and "headerSeq" in data:
                 self._check_developer(event, data, log)
         elif kind == "tool/result":
+            _check_fork_result(self, event, data)
             if event.surface_op == "append":
                 self._need_step(event, data)
                 self._check_result(event, data)
             elif self.open_turn is None:
                 self._fail(event, "outside-turn", "a replacing tool/result needs an open turn")
+        elif kind in ("tool/ptc-dispatch-start", "tool/ptc-dispatch"):
+            self._check_dispatch(event, data)
+        elif kind == "session/title-llm-request":
+            self._check_title(event, data, log)
         elif kind in IN_TURN_EVENT_TYPES:
             if self.open_turn is None:
                 self._fail(event, "outside-turn", f"{kind} must occur inside a turn")
@@ -382,9 +391,47 @@ class Lifecycle:
         ):
             self._fail(event, "compaction-bracket", "compaction checkpoint has no matching compaction/start")
 
+    def _check_dispatch(self, event: SessionEvent, data: Any) -> None:
+        if self.open_turn is None:
+            self._fail(event, "outside-turn", f"{event.type} is outside an open turn")
+        sub, root, parent = data["subCallId"], data["rootCallId"], data["parentCallId"]
+        known = self.dispatches.get(sub)
+        if known is not None and known[0]["rootCallId"] != root:
+            self._fail(event, "ptc-dispatch", "PTC dispatch changes its rootCallId")
+        if parent != root:
+            owner = self.dispatches.get(parent)
+            if owner is None or owner[0]["rootCallId"] != root:
+                self._fail(event, "ptc-dispatch", "PTC parentCallId does not belong to rootCallId")
+        if event.type == "tool/ptc-dispatch-start":
+            if known is not None:
+                self._fail(event, "ptc-dispatch", "PTC dispatch repeats subCallId")
+            return
+        if known is None or known[1]:
+            self._fail(event, "ptc-dispatch", "PTC dispatch has no unique start")
+            return
+        start = known[0]
+        if any(start.get(key) != data.get(key) for key in ("rootCallId", "parentCallId", "name", "arguments")):
+            self._fail(event, "ptc-dispatch", "PTC dispatch does not match its start")
+
     def _check_title(self, event: SessionEvent, data: Any, log: Sequence[SessionEvent]) -> None:
         refs = data["messageSeqs"]
-        if (not refs) != (data["source"].get("kind") == "user"):
+        if event.type == "session/title-llm-request":
+            messages = data["messages"]
+            message = messages[0] if len(messages) == 1 else None
+            content = message.get("content") if isinstance(message, dict) else None
+            if (
+                not refs
+                or message is None
+                or message.get("role") != "user"
+                or not isinstance(message.get("source"), dict)
+                or message["source"].get("kind") != "dsh-session-title-llm"
+                or not isinstance(content, list)
+                or len(content) != 1
+                or not isinstance(content[0], dict)
+                or content[0].get("type") != "text"
+            ):
+                self._fail(event, "title-citation", "session/title-llm-request messages do not represent messageSeqs")
+        elif (not refs) != (data["source"].get("kind") == "user"):
             self._fail(event, "title-citation", "session/title messageSeqs must be empty exactly for a user title")
         seen: set[int] = set()
         for ref in refs:
@@ -396,7 +443,7 @@ class Lifecycle:
                 self._fail(
                     event,
                     "title-citation",
-                    "session/title messageSeqs must cite distinct earlier human user/message events",
+                    f"{event.type} messageSeqs must cite distinct earlier human user/message events",
                 )
             seen.add(ref)
 
@@ -440,6 +487,10 @@ class Lifecycle:
             self.started_retries.add((data["retryId"], data["retry"]))
         elif kind == "command/run":
             self.commands.add(data["commandId"])
+        elif kind == "tool/ptc-dispatch-start":
+            self.dispatches[data["subCallId"]] = [data, False]
+        elif kind == "tool/ptc-dispatch":
+            self.dispatches[data["subCallId"]][1] = True
         elif kind == "compaction/start":
             self.compaction = OpenCompaction(data["compactionId"], data.get("sourceCommandId"), data["turn"], event.seq)
         elif kind == "compaction/summary" and self.compaction is not None:
@@ -450,6 +501,42 @@ class Lifecycle:
             if self.compaction is not None:
                 self.orphans.add(self.compaction.seq)
             self.compaction = None
+
+
+def _check_fork_result(lifecycle: Lifecycle, event: SessionEvent, data: Any) -> None:
+    """dsh v4 checks every ``forked-tool-result-*`` TOOL_NOT_STARTED result exactly (its own seq in the id)."""
+    error = data.get("error")
+    message = data["message"]
+    message_id = message.get("id")
+    if not (
+        isinstance(error, dict)
+        and error.get("code") == "TOOL_NOT_STARTED"
+        and isinstance(message_id, str)
+        and message_id.startswith("forked-tool-result-")
+    ):
+        return
+    call_id = message["source"].get("callId")
+    prefix = f"forked-tool-result-{call_id}-"
+    suffix = message_id[len(prefix) :] if message_id.startswith(prefix) else ""
+    number = int(suffix) if suffix.isdigit() and (suffix == "0" or not suffix.startswith("0")) else None
+    replacement = isinstance(event.surface_op, SurfaceReplace)
+    content = message["content"]
+    ok = (
+        isinstance(call_id, str)
+        and number is not None
+        and (number < event.seq if replacement else number == event.seq)
+        and error.get("name") == "ToolNotStartedError"
+        and (event.source_event_seqs == (number,) if replacement else event.source_event_seqs is None)
+        and (replacement or event.surface_op == "append")
+        and message.get("isError") is True
+        and message.get("toolCallId") == call_id
+        and len(content) == 1
+        and isinstance(content[0], dict)
+        and content[0].get("type") == "text"
+        and isinstance(content[0].get("text"), str)
+    )
+    if not ok:
+        lifecycle._fail(event, "fork-result", "invalid V4 not-started fork result")
 
 
 def _is_not_started_repair(event: SessionEvent, data: Any, call_id: str) -> bool:
@@ -482,8 +569,8 @@ def _is_not_started_repair(event: SessionEvent, data: Any, call_id: str) -> bool
 def validate(events: Iterable[SessionEvent]) -> Lifecycle:
     """Check a whole log's surface and lifecycle rules; return the final lifecycle state.
 
-    Raises :class:`InvariantError` (or :class:`~dshpy.errors.SurfaceError`) at the first
-    event that breaks a rule. Data shapes are checked when events join a session.
+    Raises :class:`InvariantError` (or another :class:`~dshpy.errors.EventError`: a
+    surface rule, or malformed data for a known type) at the first event that breaks a rule.
     """
     log = list(events)
     lifecycle = Lifecycle(orphans=orphan_compactions(log))
@@ -496,6 +583,8 @@ def validate(events: Iterable[SessionEvent]) -> Lifecycle:
                 event_type=event.type,
                 seq=event.seq,
             )
+        if event.type in KNOWN_EVENT_TYPES:
+            validate_event_data(event.type, event.data, event.seq)
         plan = surface.plan(event, log)
         lifecycle.check(event, log, surface)
         surface.commit(plan)

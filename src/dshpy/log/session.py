@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Sequence
 from types import TracebackType
 from typing import Any, Protocol
 
-from dshpy.core.events import SessionEvent, SurfaceOp, is_seq, parse_surface_op
+from dshpy.core.events import SessionEvent, SurfaceOp, checked_event, is_seq, parse_surface_op
 from dshpy.core.ids import check_session_id, new_session_id
 from dshpy.core.json import NotJsonError, freeze_json
 from dshpy.core.validation import validate_event_data
@@ -371,6 +371,7 @@ class Session:
 
     def _admit(self, event: SessionEvent, *, restoring: bool = False) -> None:
         seq = len(self._events)
+        event = checked_event(event)
         if event.seq != seq:
             raise EventError(
                 f"session event seq {event.seq} is not contiguous; expected {seq}", event_type=event.type, seq=event.seq
@@ -380,6 +381,18 @@ class Session:
             raise UnknownEventTypeError(
                 f'event type "{kind}" (seq {seq}) is unknown to this harness and not marked ignorable; '
                 "the log was likely written by a newer harness — upgrade dshpy to open it"
+            )
+        elif (
+            kind not in KNOWN_EVENT_TYPES
+            and not restoring
+            and (event.surface_op is not None or event.source_event_seqs is not None)
+        ):
+            # dsh readers skip an unknown ignorable record's metadata, but we never write a
+            # plugin record that claims a place on the surface.
+            raise SurfaceError(
+                f'session event "{kind}" is not surface-eligible and cannot carry surfaceOp or sourceEventSeqs',
+                event_type=kind,
+                seq=seq,
             )
         if kind in KNOWN_EVENT_TYPES:
             validate_event_data(kind, event.data, seq)

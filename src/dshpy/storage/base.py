@@ -21,7 +21,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from dshpy.core.events import SessionEvent, decode_event, encode_event
+from dshpy.core.events import SessionEvent, decode_event, encode_event, is_seq
 from dshpy.core.ids import check_session_id, new_session_id
 from dshpy.core.json import thaw
 from dshpy.errors import (
@@ -120,6 +120,14 @@ class SessionStore(Protocol):
         child_id: str | None = None,
         close_open_turn: bool = False,
     ) -> Session: ...
+    def fork_stored(
+        self,
+        session_id: str,
+        boundary: int | None = None,
+        *,
+        child_id: str | None = None,
+        close_open_turn: bool = False,
+    ) -> SessionInfo: ...
     def list(self) -> list[SessionInfo]: ...
     def stat(self, session_id: str) -> SessionInfo: ...
     def exists(self, session_id: str) -> bool: ...
@@ -384,12 +392,29 @@ class BaseStore(ABC):
         *,
         child_id: str | None = None,
         close_open_turn: bool = False,
+        write_behind_ms: int | None = None,
     ) -> Session:
-        """Fork at the inclusive ``boundary`` (default: last seq) into a new live child.
+        """Fork at the inclusive ``boundary`` (default: last seq) and open the new child live.
 
         Raises :class:`ForkError` (``SESSION_ALREADY_EXISTS`` first, then
         ``SESSION_NOT_FOUND``, ``INVALID_BOUNDARY``, ``OPEN_TURN``); nothing is
-        created on error and the parent is never written.
+        created on error and the parent is never written. See :meth:`fork_stored`.
+        """
+        info = self.fork_stored(session_id, boundary, child_id=child_id, close_open_turn=close_open_turn)
+        return self.open(info.id, write_behind_ms=write_behind_ms)
+
+    def fork_stored(
+        self,
+        session_id: str,
+        boundary: int | None = None,
+        *,
+        child_id: str | None = None,
+        close_open_turn: bool = False,
+    ) -> SessionInfo:
+        """Create the fork in storage without loading it; returns the child's info.
+
+        Only the parent's events from the last turn boundary before ``boundary`` are
+        read, so on a zero-copy backend the cost does not depend on the prefix length.
         """
         check_session_id(session_id)
         cid = check_session_id(child_id) if child_id is not None else new_session_id()
@@ -397,8 +422,12 @@ class BaseStore(ABC):
             raise ForkError("SESSION_ALREADY_EXISTS", f'session "{cid}" already exists')
         if not self.exists(session_id):
             raise ForkError("SESSION_NOT_FOUND", f'session "{session_id}" not found')
-        parent_header, events = self._load(session_id)
-        plan = plan_fork(events, boundary, session_id=session_id, close_open_turn=close_open_turn)
+        parent_header = self._header(session_id)
+        DEFAULT_CHAIN.plan(parent_header.version, session_id)
+        length = self._length(session_id)
+        target = length - 1 if boundary is None else boundary
+        window = self._turn_window(session_id, target) if is_seq(target) and 0 <= target < length else []
+        plan = plan_fork(window, boundary, length=length, session_id=session_id, close_open_turn=close_open_turn)
         header = SessionHeader.new(
             cid,
             cwd=parent_header.cwd,
@@ -406,18 +435,30 @@ class BaseStore(ABC):
             is_seeded=True,
             agent_preset=parent_header.agent_preset,
         )
-        prefix = events[: plan.inherited_count]
-        child = self._restore(header, [*prefix, *plan.own])  # validate before anything is stored
         if self.zero_copy_fork:
             record = StoredRecord(header, (session_id, plan.inherited_count), list(plan.own))
         else:
+            prefix = [e for e in self._read_chain(session_id, 0) if e.seq < plan.inherited_count]
             record = StoredRecord(header, None, [*prefix, *plan.own])
         try:
             self._insert(record)
         except SessionExistsError:
             raise ForkError("SESSION_ALREADY_EXISTS", f'session "{cid}" already exists') from None
-        child.attach_writer(self._writer(cid))
-        return child
+        return self.stat(cid)
+
+    def _turn_window(self, session_id: str, boundary: int) -> list[SessionEvent]:
+        """Events from the last ``turn/start``/``turn/end`` at or before ``boundary`` through ``boundary``.
+
+        This default reads the log from the start; backends that can seek override it.
+        """
+        window: list[SessionEvent] = []
+        for event in self._read_chain(session_id, 0):
+            if event.seq > boundary:
+                break
+            if event.type in ("turn/start", "turn/end"):
+                window = []
+            window.append(event)
+        return window
 
     def delete(self, session_id: str, *, detach_forks: bool = False) -> None:
         """Delete a session. Refused while zero-copy forks read its prefix, unless ``detach_forks``."""

@@ -19,10 +19,11 @@ schema migrations applied; a foreign or newer database is refused, never modifie
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,7 @@ import orjson
 
 from dshpy.core.events import SessionEvent, decode_event, encode_event
 from dshpy.core.ids import check_session_id
+from dshpy.core.json import MAX_SAFE_INTEGER
 from dshpy.errors import (
     ConflictError,
     CorruptSessionError,
@@ -57,9 +59,7 @@ SCHEMA_MIGRATIONS: tuple[tuple[str, ...], ...] = (
             cwd TEXT,
             parent_session TEXT,
             base_id TEXT REFERENCES sessions(id),
-            base_count INTEGER NOT NULL DEFAULT 0,
-            next_seq INTEGER NOT NULL DEFAULT 0,
-            updated_at INTEGER NOT NULL
+            base_count INTEGER NOT NULL DEFAULT 0
         ) STRICT""",
         """CREATE TABLE events (
             session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
@@ -196,14 +196,13 @@ class SqliteStore(BaseStore):
         header = record.header
         base_id, base_count = record.base if record.base is not None else (None, 0)
         events = record.events
-        updated = max([header.created_at, *(e.time for e in events[-1:])])
         try:
             with self._write() as db:
                 if db.execute("SELECT 1 FROM sessions WHERE id = ?", (header.id,)).fetchone():
                     raise SessionExistsError(f'session "{header.id}" already exists')
                 db.execute(
-                    "INSERT INTO sessions (id, header, created_at, cwd, parent_session, base_id, base_count, "
-                    "next_seq, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "INSERT INTO sessions (id, header, created_at, cwd, parent_session, base_id, base_count) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?)",
                     (
                         header.id,
                         orjson.dumps(header.to_record()).decode(),
@@ -212,8 +211,6 @@ class SqliteStore(BaseStore):
                         header.parent_session,
                         base_id,
                         base_count,
-                        base_count + len(events),
-                        updated,
                     ),
                 )
                 db.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?)", self._rows(header.id, events))
@@ -247,8 +244,20 @@ class SqliteStore(BaseStore):
         return None if base_id is None else (base_id, base_count)
 
     def _length(self, session_id: str) -> int:
-        (next_seq,) = self._session_row(session_id, "next_seq")
-        return int(next_seq)
+        with self._lock:
+            return self._next_seq(self._db, session_id)
+
+    @staticmethod
+    def _next_seq(db: sqlite3.Connection, session_id: str) -> int:
+        """One past the last stored seq (an index seek), or the inherited count of an empty fork."""
+        row = db.execute(
+            "SELECT (SELECT max(seq) FROM events WHERE session_id = s.id), s.base_count FROM sessions s WHERE s.id = ?",
+            (session_id,),
+        ).fetchone()
+        if row is None:
+            raise SessionNotFound(f'session "{session_id}" not found')
+        last, base_count = row
+        return int(base_count) if last is None else int(last) + 1
 
     def _own_events(self, session_id: str, from_seq: int) -> Iterator[SessionEvent]:
         expected = from_seq
@@ -277,21 +286,15 @@ class SqliteStore(BaseStore):
     def _append(self, session_id: str, expected_seq: int, events: Sequence[SessionEvent]) -> None:
         try:
             with self._write() as db:
-                row = db.execute("SELECT next_seq FROM sessions WHERE id = ?", (session_id,)).fetchone()
-                if row is None:
-                    raise SessionNotFound(f'session "{session_id}" not found')
-                if row[0] != expected_seq:
+                stored = self._next_seq(db, session_id)
+                if stored != expected_seq:
                     raise ConflictError(
-                        f'session "{session_id}" ends at seq {row[0]}, not {expected_seq}: '
+                        f'session "{session_id}" ends at seq {stored}, not {expected_seq}: '
                         "another writer appended first",
                         expected_seq=expected_seq,
-                        actual_seq=row[0],
+                        actual_seq=stored,
                     )
                 db.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?)", self._rows(session_id, events))
-                db.execute(
-                    "UPDATE sessions SET next_seq = ?, updated_at = max(updated_at, ?) WHERE id = ?",
-                    (expected_seq + len(events), events[-1].time, session_id),
-                )
         except sqlite3.IntegrityError as error:
             raise ConflictError(
                 f'session "{session_id}": seq already taken ({error})', expected_seq=expected_seq
@@ -315,19 +318,85 @@ class SqliteStore(BaseStore):
             db.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?)", self._rows(session_id, prefix))
             db.execute("UPDATE sessions SET base_id = NULL, base_count = 0 WHERE id = ?", (session_id,))
 
+    def _turn_window(self, session_id: str, boundary: int) -> list[SessionEvent]:
+        """Seek to the last turn boundary at or before ``boundary`` instead of reading the prefix."""
+        start = self._last_turn_mark(session_id, boundary)
+        return list(itertools.takewhile(lambda e: e.seq <= boundary, self._read_chain(session_id, start)))
+
+    def _last_turn_mark(self, session_id: str, at: int) -> int:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT seq FROM events WHERE session_id = ? AND seq <= ? AND type IN ('turn/start', 'turn/end') "
+                "ORDER BY seq DESC LIMIT 1",
+                (session_id, at),
+            ).fetchone()
+        if row is not None:
+            return int(row[0])
+        base = self._base(session_id)
+        if base is not None and base[1] > 0:
+            return self._last_turn_mark(base[0], min(at, base[1] - 1))
+        return 0
+
     # -- fast metadata ----------------------------------------------------------------------
+
+    def read_types(self, session_id: str, types: Iterable[str], from_seq: int = 0) -> Iterator[SessionEvent]:
+        """Stream only the events of the given ``types`` (seq >= ``from_seq``, inherited prefix included).
+
+        The filter runs in SQL, so counting turns or finding a title never decodes the
+        rest of a long log. Unlike :meth:`read`, gaps between the returned seqs are expected.
+        """
+        check_session_id(session_id)
+        if type(from_seq) is not int or from_seq < 0:
+            raise ValueError(f"from_seq must be a non-negative safe integer, got {from_seq!r}")
+        wanted = tuple(sorted(set(types)))
+        self._header(session_id)
+        return self._typed_chain(session_id, wanted, from_seq, None)
+
+    def _typed_chain(
+        self, session_id: str, types: tuple[str, ...], from_seq: int, until: int | None
+    ) -> Iterator[SessionEvent]:
+        if not types:
+            return
+        base = self._base(session_id)
+        if base is not None and from_seq < base[1]:
+            parent, inherited = base
+            yield from self._typed_chain(parent, types, from_seq, inherited if until is None else min(until, inherited))
+            from_seq = inherited
+        marks = ", ".join("?" * len(types))
+        while until is None or from_seq < until:
+            with self._lock:
+                rows = self._db.execute(
+                    f"SELECT seq, body FROM events WHERE session_id = ? AND seq >= ? AND seq < ? AND type IN ({marks}) "
+                    "ORDER BY seq LIMIT ?",
+                    (session_id, from_seq, MAX_SAFE_INTEGER if until is None else until, *types, _READ_CHUNK),
+                ).fetchall()
+            for seq, body in rows:
+                try:
+                    event = decode_event(orjson.loads(body))
+                except (orjson.JSONDecodeError, DshError) as error:
+                    raise CorruptSessionError(f'session "{session_id}" event {seq} is damaged: {error}') from None
+                if event.seq != seq or event.type not in types:
+                    raise CorruptSessionError(f'session "{session_id}" row {seq} does not hold its indexed event')
+                yield event
+            if len(rows) < _READ_CHUNK:
+                return
+            from_seq = rows[-1][0] + 1
 
     def _infos(self, where: str, params: tuple[Any, ...]) -> list[SessionInfo]:
         with self._lock:
             rows = self._db.execute(
-                "SELECT s.id, s.header, s.next_seq, s.updated_at, "
+                "SELECT s.id, s.header, s.base_count, s.created_at, "
+                "(SELECT seq FROM events e WHERE e.session_id = s.id ORDER BY seq DESC LIMIT 1), "
+                "(SELECT time FROM events e WHERE e.session_id = s.id ORDER BY seq DESC LIMIT 1), "
                 "(SELECT group_concat(c.id, char(10)) FROM sessions c WHERE c.parent_session = s.id) "
                 f"FROM sessions s {where}",
                 params,
             ).fetchall()
         infos = []
-        for session_id, raw, next_seq, updated_at, forks in rows:
+        for session_id, raw, base_count, created_at, last_seq, last_time, forks in rows:
             header = self._parse_header(session_id, raw)
+            next_seq = base_count if last_seq is None else last_seq + 1
+            updated_at = created_at if last_time is None else max(created_at, last_time)
             children = tuple(sorted(forks.split("\n"))) if forks else ()
             infos.append(SessionInfo(session_id, header, next_seq, updated_at, children))
         return infos

@@ -57,8 +57,9 @@ def _open_turn_with_started_call(session: Session) -> int:
     session.append("user/message", user_message("run it"), surface_op="append")
     calls = [("call-a", "bash", '{"cmd":"ls"}'), ("call-b", "bash", '{"cmd":"pwd"}')]
     session.append("assistant/message", assistant_data(turn, 1, "running", tool_calls=calls), surface_op="append")
-    call = session.append("tool/call", {"turn": turn, "step": 1, "callId": "call-a", "name": "bash",
-                                        "arguments": '{"cmd":"ls"}'})
+    call = session.append(
+        "tool/call", {"turn": turn, "step": 1, "callId": "call-a", "name": "bash", "arguments": '{"cmd":"ls"}'}
+    )
     return call.seq
 
 
@@ -104,8 +105,14 @@ class StoreContract:
             store.fork("fine", child_id=bad)
 
     def test_missing_sessions_raise_not_found(self, store: BaseStore) -> None:
-        for call in (lambda: store.open("nope"), lambda: store.inspect("nope"), lambda: list(store.read("nope")),
-                     lambda: store.stat("nope"), lambda: store.delete("nope"), lambda: store.export("nope")):
+        for call in (
+            lambda: store.open("nope"),
+            lambda: store.inspect("nope"),
+            lambda: list(store.read("nope")),
+            lambda: store.stat("nope"),
+            lambda: store.delete("nope"),
+            lambda: store.export("nope"),
+        ):
             with pytest.raises(SessionNotFound):
                 call()
         assert not store.exists("nope")
@@ -191,13 +198,23 @@ class StoreContract:
         events = list(store.read(session.id))
         store.append(session.id, events[-3:], expected_seq=len(events) - 3)  # a retry after a lost reply
         assert _wire(store.read(session.id)) == _wire(events)
-        altered = [*events[-3:-1], event_from_parts("turn/end", events[-1].seq, events[-1].time + 1,
-                                                      {"turn": 1, "reason": {"kind": "aborted", "reason": {"kind": "user"}}})]
+        altered = [
+            *events[-3:-1],
+            event_from_parts(
+                "turn/end",
+                events[-1].seq,
+                events[-1].time + 1,
+                {"turn": 1, "reason": {"kind": "aborted", "reason": {"kind": "user"}}},
+            ),
+        ]
         with pytest.raises(ConflictError):
             store.append(session.id, altered, expected_seq=len(events) - 3)
         with pytest.raises(ConflictError):
-            store.append(session.id, [event_from_parts("turn/start", len(events) + 1, 0, {"turn": 2})],
-                         expected_seq=len(events) + 1)
+            store.append(
+                session.id,
+                [event_from_parts("turn/start", len(events) + 1, 0, {"turn": 2})],
+                expected_seq=len(events) + 1,
+            )
         assert _wire(store.read(session.id)) == _wire(events)
 
     def test_store_append_validates_before_writing(self, store: BaseStore) -> None:
@@ -208,13 +225,17 @@ class StoreContract:
         bad_turn = event_from_parts("turn/start", n, 0, {"turn": 7})
         with pytest.raises(InvariantError):
             store.append(session.id, [bad_turn], expected_seq=n)
-        gap = [event_from_parts("turn/start", n, 0, {"turn": 2}), event_from_parts("turn/end", n + 2, 0,
-                                                                                  {"turn": 2, "reason": {"kind": "completed"}})]
+        gap = [
+            event_from_parts("turn/start", n, 0, {"turn": 2}),
+            event_from_parts("turn/end", n + 2, 0, {"turn": 2, "reason": {"kind": "completed"}}),
+        ]
         with pytest.raises(EventError):
             store.append(session.id, gap, expected_seq=n)
         assert len(list(store.read(session.id))) == n
-        good = [event_from_parts("turn/start", n, 0, {"turn": 2}),
-                event_from_parts("turn/end", n + 1, 0, {"turn": 2, "reason": {"kind": "completed"}})]
+        good = [
+            event_from_parts("turn/start", n, 0, {"turn": 2}),
+            event_from_parts("turn/end", n + 1, 0, {"turn": 2, "reason": {"kind": "completed"}}),
+        ]
         store.append(session.id, good, expected_seq=n)
         assert len(list(store.read(session.id))) == n + 2
 
@@ -231,8 +252,10 @@ class StoreContract:
                         stored = list(store.read(session.id))
                         n = len(stored)
                         turn = sum(1 for e in stored if e.type == "turn/start") + 1
-                        batch = [event_from_parts("turn/start", n, index, {"turn": turn}),
-                                 event_from_parts("turn/end", n + 1, index, {"turn": turn, "reason": {"kind": "completed"}})]
+                        batch = [
+                            event_from_parts("turn/start", n, index, {"turn": turn}),
+                            event_from_parts("turn/end", n + 1, index, {"turn": turn, "reason": {"kind": "completed"}}),
+                        ]
                         try:
                             store.append(session.id, batch, expected_seq=n)
                         except (ConflictError, InvariantError):

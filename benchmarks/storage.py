@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import os
 import sqlite3
+import statistics
 import sys
 import tempfile
 import time
@@ -26,6 +27,9 @@ import dshpy
 from dshpy.core.events import encode_event
 from dshpy.storage.urls import _BACKENDS
 from dshpy.testing.builders import TurnScript
+
+
+ROUNDS = 3
 
 
 def realistic_events(count: int) -> list[dshpy.SessionEvent]:
@@ -107,6 +111,13 @@ def storage_path(url: str) -> Path:
     return Path(location)
 
 
+def settle(store: Any) -> None:
+    """Fold SQLite's WAL into the main file so that file sizes mean something."""
+    database = getattr(store, "_db", None)
+    if database is not None:
+        database.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+
 def timed(action: Callable[[], Any]) -> tuple[float, Any]:
     start = time.perf_counter()
     result = action()
@@ -125,14 +136,21 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(dir=os.environ.get("DSHPY_BENCH_DIR")) as tmp:
         root = Path(tmp)
-        print(f"durable appends ({append_count} realistic events), events/s, one run")
+        print(f"durable appends ({append_count} realistic events), events/s, median of {ROUNDS} alternating rounds")
         print(f"{'backend':<12}{'batch':>6}{'dshpy':>10}{'raw':>10}{'ratio':>8}")
         for batch in (5, 1):
-            raw_sql = raw_sqlite_appends(root / f"raw-{batch}.db", events[:append_count], batch)
-            raw_file = raw_file_appends(root / f"raw-{batch}.jsonl", events[:append_count], batch)
             for name, url in backends(root / f"append-{batch}").items():
-                ours = dshpy_appends(url, events[:append_count], batch)
-                raw = raw_sql if name == "sqlite" else raw_file
+                ours_runs: list[float] = []
+                raw_runs: list[float] = []
+                for round_ in range(ROUNDS):
+                    tag = f"{name}-{batch}-{round_}"
+                    if name == "sqlite":
+                        raw_runs.append(raw_sqlite_appends(root / f"raw-{tag}.db", events[:append_count], batch))
+                    else:
+                        raw_runs.append(raw_file_appends(root / f"raw-{tag}.jsonl", events[:append_count], batch))
+                    ours_runs.append(dshpy_appends(url.replace(f"append-{batch}", f"append-{tag}"),
+                                                   events[:append_count], batch))
+                ours, raw = statistics.median(ours_runs), statistics.median(raw_runs)
                 results["appends"][f"{name}/batch{batch}"] = {"dshpy": ours, "raw": raw, "ratio": ours / raw}
                 print(f"{name:<12}{batch:>6}{ours:>10.0f}{raw:>10.0f}{ours / raw:>8.2f}")
 
@@ -149,16 +167,17 @@ def main() -> None:
                 session.close()
                 sessions[size] = session.id
             path = storage_path(url)
+            settle(store)
             before_all = directory_bytes(path)
             replay_s, replayed = timed(lambda store=store, sid=sessions[large]: store.open(sid))
             replayed.close()
             fork_ms: dict[int, float] = {}
             fork_bytes: dict[int, int] = {}
             for size, session_id in sessions.items():
+                settle(store)
                 before = directory_bytes(path)
                 elapsed, _ = timed(lambda store=store, sid=session_id: store.fork_stored(sid))
-                if hasattr(store, "_db"):
-                    store._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                settle(store)
                 fork_ms[size] = elapsed * 1000
                 fork_bytes[size] = directory_bytes(path) - before
             per_event = before_all / (1_000 + large)

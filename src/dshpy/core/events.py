@@ -17,7 +17,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
-from dshpy.core.json import MAX_SAFE_INTEGER, JsonValue, NotJsonError, dumps, freeze_json, is_sealed
+from dshpy.core.json import MAX_SAFE_INTEGER, JsonValue, NotJsonError, dumps, freeze_json, is_sealed, seal_parsed
 from dshpy.errors import EventError, SurfaceError
 
 __all__ = [
@@ -151,10 +151,12 @@ def _envelope_error(detail: str, raw: Mapping[str, Any]) -> EventError:
     return EventError(f"invalid event envelope: {detail}", event_type=kind, seq=seq)
 
 
-def decode_event(raw: Any) -> SessionEvent:
+def decode_event(raw: Any, *, parsed: bool = False) -> SessionEvent:
     """Build an event from its wire (or storage) object, checking the envelope only.
 
     Surface, vocabulary and lifecycle rules are checked when the event joins a log.
+    ``parsed=True`` says ``raw`` comes straight from a JSON parser and may be consumed,
+    which lets the data be sealed in place instead of copied.
     """
     if not isinstance(raw, Mapping):
         raise EventError("invalid event envelope: an event must be a JSON object")
@@ -176,7 +178,7 @@ def decode_event(raw: Any) -> SessionEvent:
     if "ignorable" in raw and ignorable is not True:
         raise _envelope_error("ignorable must be true when present", raw)
     try:
-        data = freeze_json(raw["data"])
+        data = seal_parsed(raw["data"]) if parsed else freeze_json(raw["data"])
     except NotJsonError as error:
         raise _envelope_error(f"data is not lossless JSON ({error})", raw) from None
     surface_op = parse_surface_op(raw["surfaceOp"], kind, seq) if "surfaceOp" in raw else None

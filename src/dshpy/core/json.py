@@ -28,6 +28,7 @@ __all__ = [
     "dumps",
     "freeze_json",
     "is_sealed",
+    "seal_parsed",
     "loads",
     "thaw",
 ]
@@ -217,6 +218,51 @@ def _freeze(value: Any, depth: int, active: set[int]) -> JsonValue:
             raise error._inside(f"[{index}]") from None
     active.discard(marker)
     return _SealedList(items)
+
+
+def seal_parsed(value: Any) -> JsonValue:
+    """Seal a value fresh from ``orjson.loads`` (or :func:`loads`), reusing its containers.
+
+    Parsed JSON cannot hold cycles, non-string keys, NaN or arbitrary objects, so only
+    the checks JSON itself does not make remain (``-0.0``, integers past ±2**53-1,
+    nesting depth). The parsed containers are consumed: do not use ``value`` afterwards.
+    """
+    return _seal_parsed(value, 0)
+
+
+def _seal_parsed(value: Any, depth: int) -> JsonValue:
+    kind = type(value)
+    if kind is dict:
+        if depth >= MAX_DEPTH:
+            raise NotJsonError(f"nesting deeper than {MAX_DEPTH} levels")
+        for key, item in value.items():
+            item_kind = type(item)
+            if item_kind is dict or item_kind is list:
+                try:
+                    value[key] = _seal_parsed(item, depth + 1)
+                except NotJsonError as error:
+                    raise error._inside(f".{key}") from None
+            elif (item_kind is int and not -MAX_SAFE_INTEGER <= item <= MAX_SAFE_INTEGER) or (
+                item_kind is float and item == 0.0 and math.copysign(1.0, item) < 0
+            ):
+                raise NotJsonError("number JSON readers cannot keep exactly")._inside(f".{key}")
+        return _SealedDict(value)
+    if kind is list:
+        if depth >= MAX_DEPTH:
+            raise NotJsonError(f"nesting deeper than {MAX_DEPTH} levels")
+        for index, item in enumerate(value):
+            item_kind = type(item)
+            if item_kind is dict or item_kind is list:
+                try:
+                    value[index] = _seal_parsed(item, depth + 1)
+                except NotJsonError as error:
+                    raise error._inside(f"[{index}]") from None
+            elif (item_kind is int and not -MAX_SAFE_INTEGER <= item <= MAX_SAFE_INTEGER) or (
+                item_kind is float and item == 0.0 and math.copysign(1.0, item) < 0
+            ):
+                raise NotJsonError("number JSON readers cannot keep exactly")._inside(f"[{index}]")
+        return _SealedList(value)
+    return _scalar(value) if kind is int or kind is float else value
 
 
 def thaw(value: JsonValue) -> Any:

@@ -273,7 +273,7 @@ class SqliteStore(BaseStore):
                         f'session "{session_id}" is missing event {expected} (next stored: {seq})'
                     )
                 try:
-                    event = decode_event(orjson.loads(body))
+                    event = decode_event(orjson.loads(body), parsed=True)
                 except (orjson.JSONDecodeError, DshError) as error:
                     raise CorruptSessionError(f'session "{session_id}" event {seq} is damaged: {error}') from None
                 if event.seq != seq:
@@ -372,7 +372,7 @@ class SqliteStore(BaseStore):
                 ).fetchall()
             for seq, body in rows:
                 try:
-                    event = decode_event(orjson.loads(body))
+                    event = decode_event(orjson.loads(body), parsed=True)
                 except (orjson.JSONDecodeError, DshError) as error:
                     raise CorruptSessionError(f'session "{session_id}" event {seq} is damaged: {error}') from None
                 if event.seq != seq or event.type not in types:

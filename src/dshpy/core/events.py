@@ -11,9 +11,9 @@ strictly increasing ``sourceEventSeqs`` into ``[start, end]`` ranges
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Mapping, Sequence
-import dataclasses
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 

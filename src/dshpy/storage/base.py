@@ -14,6 +14,7 @@ reply can simply retry.
 
 from __future__ import annotations
 
+import builtins
 import hashlib
 import time
 from abc import ABC, abstractmethod
@@ -226,6 +227,15 @@ class BaseStore(ABC):
         """
         return _StoreWriter(self)
 
+    def _insert_writer(self, record: StoredRecord) -> SessionWriter:
+        """Create a record and return the writer of its live session (used by ``create``).
+
+        A backend with a single-writer lock overrides this to take the lock before the
+        record becomes visible, so no other writer can claim a new session first.
+        """
+        self._insert(record)
+        return self._writer(record.header.id)
+
     def close(self) -> None:
         """Release backend resources."""
 
@@ -320,8 +330,7 @@ class BaseStore(ABC):
         header = SessionHeader.new(
             sid, cwd=cwd, agent_preset=agent_preset, origin=origin, delegation_depth=delegation_depth
         )
-        self._insert(StoredRecord(header))
-        session = Session(header, writer=self._writer(sid))
+        session = Session(header, writer=self._insert_writer(StoredRecord(header)))
         session.set_write_behind(write_behind_ms)
         return session
 
@@ -446,12 +455,12 @@ class BaseStore(ABC):
             raise ForkError("SESSION_ALREADY_EXISTS", f'session "{cid}" already exists') from None
         return self.stat(cid)
 
-    def _turn_window(self, session_id: str, boundary: int) -> list[SessionEvent]:
+    def _turn_window(self, session_id: str, boundary: int) -> builtins.list[SessionEvent]:
         """Events from the last ``turn/start``/``turn/end`` at or before ``boundary`` through ``boundary``.
 
         This default reads the log from the start; backends that can seek override it.
         """
-        window: list[SessionEvent] = []
+        window: builtins.list[SessionEvent] = []
         for event in self._read_chain(session_id, 0):
             if event.seq > boundary:
                 break

@@ -363,12 +363,13 @@ class SqliteStore(BaseStore):
             yield from self._typed_chain(parent, types, from_seq, inherited if until is None else min(until, inherited))
             from_seq = inherited
         marks = ", ".join("?" * len(types))
+        chunk = 16  # small first: a caller looking for the first match stops early and pays for one short scan
         while until is None or from_seq < until:
             with self._lock:
                 rows = self._db.execute(
                     f"SELECT seq, body FROM events WHERE session_id = ? AND seq >= ? AND seq < ? AND type IN ({marks}) "
                     "ORDER BY seq LIMIT ?",
-                    (session_id, from_seq, MAX_SAFE_INTEGER if until is None else until, *types, _READ_CHUNK),
+                    (session_id, from_seq, MAX_SAFE_INTEGER if until is None else until, *types, chunk),
                 ).fetchall()
             for seq, body in rows:
                 try:
@@ -378,9 +379,10 @@ class SqliteStore(BaseStore):
                 if event.seq != seq or event.type not in types:
                     raise CorruptSessionError(f'session "{session_id}" row {seq} does not hold its indexed event')
                 yield event
-            if len(rows) < _READ_CHUNK:
+            if len(rows) < chunk:
                 return
             from_seq = rows[-1][0] + 1
+            chunk = min(chunk * 8, _READ_CHUNK)
 
     def _infos(self, where: str, params: tuple[Any, ...]) -> list[SessionInfo]:
         with self._lock:

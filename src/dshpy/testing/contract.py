@@ -126,6 +126,7 @@ class StoreContract:
         assert session.pending_count == len(session.events)
         flushed = session.flush()
         assert flushed == len(session.events) and session.pending_count == 0
+        session.close()  # a single-writer backend hands the session over only once its writer is gone
         again = self.reopen(store)
         assert _wire(again.read(session.id)) == _wire(session.events)
         reopened = again.open(session.id)
@@ -220,7 +221,7 @@ class StoreContract:
     def test_store_append_validates_before_writing(self, store: BaseStore) -> None:
         session = store.create()
         TurnScript(session).turn()
-        session.flush()
+        session.close()  # flushes and releases the writer, so raw appends may write
         n = len(list(store.read(session.id)))
         bad_turn = event_from_parts("turn/start", n, 0, {"turn": 7})
         with pytest.raises(InvariantError):
@@ -282,7 +283,7 @@ class StoreContract:
         session = store.create()
         TurnScript(session).turn()
         call_seq = _open_turn_with_started_call(session)
-        session.flush()
+        session.close()  # the writer goes away mid-turn, as a crashed process would (closing adds no closers)
         crashed = len(session.events)
         reopened = self.reopen(store).open(session.id)
         tail = list(store.read(session.id, from_seq=crashed))
@@ -364,10 +365,10 @@ class StoreContract:
     def test_delete_respects_forks_that_share_history(self, store: BaseStore) -> None:
         parent = store.create(session_id="p")
         TurnScript(parent).turn()
-        parent.flush()
+        parent.close()  # deleting needs no live writer on the session (single-writer backends refuse)
         child = store.fork("p", child_id="kid")
         TurnScript(child).turn()
-        child.flush()
+        child.close()
         expected = _wire(store.read("kid"))
         if store.zero_copy_fork:
             with pytest.raises(StoreError, match="kid"):

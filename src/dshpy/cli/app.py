@@ -1,0 +1,270 @@
+"""The root ``dshpy`` group: shared options, the store a command works on, and error mapping.
+
+Every command accepts ``--store URL`` and ``--json``, either before the command name
+(``dshpy --store … sessions list``) or after it (``dshpy sessions list --store …``);
+the one given last wins, then ``$DSHPY_STORE``, then the embedded default.
+
+Exit codes are part of the interface: ``0`` success, ``1`` a user error (bad id, not
+found, refused fork, conflict, existing id, missing store, bad usage), ``2`` data
+this build cannot trust or read (:class:`~dshpy.CorruptSessionError`,
+:class:`~dshpy.FormatVersionError`). Expected failures print one line on stderr,
+never a traceback.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, TypeVar
+
+import click
+import orjson
+from rich.console import Console
+from rich.measure import Measurement
+from rich.table import Table
+
+from dshpy.core.json import dumps
+from dshpy.errors import (
+    ConflictError,
+    CorruptSessionError,
+    DshError,
+    ForkError,
+    FormatVersionError,
+    SessionExistsError,
+)
+from dshpy.storage.base import BaseStore
+from dshpy.storage.urls import default_store_url, open_store, parse_store_url
+
+__all__ = [
+    "EXIT_DATA",
+    "EXIT_OK",
+    "EXIT_USER",
+    "AppState",
+    "CliError",
+    "DataError",
+    "cli",
+    "common_options",
+    "emit_json",
+    "emit_json_line",
+    "main",
+    "pass_state",
+]
+
+EXIT_OK = 0
+EXIT_USER = 1
+"""A request this store refused or could not match: bad id, not found, fork refused, conflict, usage."""
+EXIT_DATA = 2
+"""Stored or imported data is damaged, or written in a format this build cannot read."""
+
+_FILE_SCHEMES = frozenset({"sqlite", "jsonl"})
+_MAX_PIPE_WIDTH = 1_000
+"""Widest a table gets when stdout is a pipe or file (it is then printed unclipped, for grep and cut)."""
+
+
+class CliError(click.ClickException):
+    """A user error, reported as ``Error: <one line>`` on stderr; exit 1."""
+
+    exit_code = EXIT_USER
+
+    def __init__(self, message: str) -> None:
+        super().__init__(" ".join(message.split()))
+
+
+class DataError(CliError):
+    """Damaged data, or a format this build cannot read; exit 2."""
+
+    exit_code = EXIT_DATA
+
+
+class _UsageError(click.UsageError):
+    """A click usage error shown as click shows it, but exiting 1: exit 2 is reserved for bad data."""
+
+    exit_code = EXIT_USER
+
+    def __init__(self, original: click.UsageError) -> None:
+        super().__init__(original.message, original.ctx)
+        self.original = original
+
+    def show(self, file: IO[Any] | None = None) -> None:
+        self.original.show(file)
+
+
+_API_WORDING = {
+    "pass close_open_turn=True": "pass --close-open-turn",
+    "pass detach_forks=True": "pass --detach-forks",
+}
+"""Hints in library messages that name a keyword argument, reworded for the command line."""
+
+
+def describe_error(error: DshError) -> CliError:
+    """The one-line message and exit code of a dshpy error."""
+    message = str(error)
+    for api, option in _API_WORDING.items():
+        message = message.replace(api, option)
+    if isinstance(error, CorruptSessionError | FormatVersionError):
+        return DataError(message)
+    if isinstance(error, ForkError):
+        return CliError(f"fork refused ({error.code}): {message}")
+    if isinstance(error, ConflictError):
+        return CliError(f"conflict: {message}")
+    if isinstance(error, SessionExistsError):
+        return CliError(f"exists: {message}")
+    return CliError(message)
+
+
+@contextmanager
+def translate_errors() -> Iterator[None]:
+    """Turn expected failures into :class:`CliError`; usage errors exit 1, not click's 2."""
+    try:
+        yield
+    except _UsageError:
+        raise
+    except click.UsageError as error:
+        raise _UsageError(error) from None
+    except DshError as error:
+        raise describe_error(error) from None
+    except sqlite3.OperationalError as error:  # e.g. "database is locked" outside a wrapped write
+        raise CliError(f"store error: {error}") from None
+    except sqlite3.DatabaseError as error:
+        raise DataError(f"store is damaged: {error}") from None
+
+
+class DshpyGroup(click.Group):
+    """A group whose commands (and their argument parsing) go through :func:`translate_errors`."""
+
+    def make_context(
+        self, info_name: str | None, args: list[str], parent: click.Context | None = None, **extra: Any
+    ) -> click.Context:
+        with translate_errors():
+            return super().make_context(info_name, args, parent, **extra)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        with translate_errors():
+            return super().invoke(ctx)
+
+
+@dataclass
+class AppState:
+    """What the shared options collected, and the store opened from them (once, closed on exit).
+
+    Tests (and embedders) may pass ``AppState(store=…)`` as the context ``obj`` to run
+    commands against a store they already hold (it is then never closed by the CLI), and
+    consoles to capture rich output.
+    """
+
+    store_url: str | None = None
+    json: bool = False
+    store: BaseStore | None = None
+    out_console: Console | None = field(default=None, repr=False)
+    err_console: Console | None = field(default=None, repr=False)
+
+    @property
+    def url(self) -> str:
+        if self.store is not None and self.store_url is None:
+            return self.store.url
+        return self.store_url or default_store_url()
+
+    def open_store(self, *, create: bool) -> BaseStore:
+        """The store to work on. Unless ``create``, a file store that does not exist yet is an error
+        (reading or changing existing sessions must not leave an empty database behind)."""
+        if self.store is not None:
+            return self.store
+        url = self.url
+        if not create:
+            parsed = parse_store_url(url)
+            if parsed.scheme in _FILE_SCHEMES and not Path(parsed.location).exists():
+                raise CliError(
+                    f"no store at {parsed.location} ({url}); nothing has been stored there yet — "
+                    "pass --store URL or set DSHPY_STORE"
+                )
+        store = open_store(url)
+        self.store = store
+        click.get_current_context().find_root().call_on_close(store.close)
+        return store
+
+    @property
+    def out(self) -> Console:
+        """Rich console on stdout (no auto-highlighting: data is shown as it is)."""
+        if self.out_console is None:
+            console = Console(highlight=False)
+            console.size = console.size  # measured once: rich would ask the terminal again on every print
+            self.out_console = console
+        return self.out_console
+
+    def print_table(self, table: Table) -> None:
+        """Print a table at the terminal's width, or unclipped when stdout is not a terminal."""
+        console = self.out
+        if not console.is_terminal:
+            wide = Console(highlight=False, width=_MAX_PIPE_WIDTH, no_color=True, file=console.file)
+            wide.width = Measurement.get(wide, wide.options, table).maximum
+            console = wide
+        console.print(table)
+
+    @property
+    def err(self) -> Console:
+        """Rich console on stderr: progress bars and notes, never data."""
+        if self.err_console is None:
+            self.err_console = Console(stderr=True, highlight=False)
+        return self.err_console
+
+
+pass_state = click.make_pass_decorator(AppState, ensure=True)
+
+
+def _set_store(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    if value is not None:
+        ctx.ensure_object(AppState).store_url = value
+
+
+def _set_json(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value:
+        ctx.ensure_object(AppState).json = True
+
+
+_STORE_HELP = (
+    "Store URL: sqlite:///path.db, jsonl:///dir, memory: (default: $DSHPY_STORE, else $DSHPY_HOME/sessions.db)."
+)
+_JSON_HELP = "Print a machine-readable JSON result instead of rich text."
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def common_options(func: F) -> F:
+    """``--store`` and ``--json``, accepted on every command as well as on the root."""
+    func = click.option("--json", "json_output", is_flag=True, expose_value=False, callback=_set_json, help=_JSON_HELP)(
+        func
+    )
+    func = click.option("--store", metavar="URL", expose_value=False, callback=_set_store, help=_STORE_HELP)(func)
+    return func
+
+
+def emit_json(value: Any) -> None:
+    """Write one JSON document (indented) to stdout."""
+    click.echo(orjson.dumps(value, option=orjson.OPT_INDENT_2).decode())
+
+
+def emit_json_line(value: Any) -> None:
+    """Write one compact JSON object and a newline to stdout."""
+    click.echo(dumps(value))
+
+
+@click.group(cls=DshpyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--store", metavar="URL", envvar="DSHPY_STORE", expose_value=False, callback=_set_store, help=_STORE_HELP)
+@click.option("--json", "json_output", is_flag=True, expose_value=False, callback=_set_json, help=_JSON_HELP)
+@click.version_option(package_name="dshpy", prog_name="dshpy")
+@click.pass_context
+def cli(ctx: click.Context) -> None:
+    """dshpy: inspect and manage DeepSeek Harness sessions (append-only event logs).
+
+    Exit codes: 0 ok, 1 user error (bad id, not found, refused, conflict, missing store),
+    2 corrupt or unsupported data.
+    """
+    ctx.ensure_object(AppState)
+
+
+def main() -> None:
+    """Console-script entry point (``dshpy``); :mod:`dshpy.cli` has registered every command group."""
+    cli.main(prog_name="dshpy")

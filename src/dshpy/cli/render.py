@@ -1,0 +1,393 @@
+"""Rich rendering of sessions for people: tables, the header card, transcripts, log lines, progress.
+
+Everything shown comes from session data, which is untrusted: it is always wrapped
+in :class:`rich.text.Text` (never parsed as markup) and passed through :func:`clean`,
+which makes terminal control characters visible instead of letting a logged tool
+output move the cursor or recolour the screen.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any
+
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.progress import (
+    BarColumn,
+    Progress,
+    ProgressColumn,
+    SpinnerColumn,
+    TaskProgressColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.rule import Rule
+from rich.segment import Segment
+from rich.table import Table
+from rich.text import Text
+
+from dshpy.core.events import SessionEvent
+from dshpy.core.json import dumps
+from dshpy.log.messages import Message
+from dshpy.log.session import Session
+from dshpy.storage.base import SessionInfo
+
+from .summary import SessionSummary, message_text, preview
+
+__all__ = [
+    "PROGRESS_MIN_BYTES",
+    "PROGRESS_MIN_EVENTS",
+    "Activity",
+    "activity",
+    "clean",
+    "event_line",
+    "event_summary",
+    "format_time",
+    "session_card",
+    "sessions_table",
+    "show_progress",
+    "transcript",
+]
+
+PROGRESS_MIN_EVENTS = 5_000
+"""Sessions with fewer events export without a progress bar."""
+PROGRESS_MIN_BYTES = 4 << 20
+"""Import files smaller than this load without a progress bar."""
+
+_CLIP_LINES = 12
+_CLIP_CHARS = 1_500
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+ROLE_STYLES = {
+    "user": "bold green",
+    "assistant": "bold cyan",
+    "tool": "bold yellow",
+    "system": "bold magenta",
+    "developer": "bold magenta",
+}
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def clean(text: str) -> str:
+    """``text`` with control characters (ESC, CR, bidi overrides, …) shown as ``\\x1b``-style escapes."""
+    return _CONTROL.sub(_escape, text)
+
+
+def format_time(ms: int, *, precise: bool = False) -> str:
+    """Local time of an epoch-ms stamp: ``2024-05-01 14:03`` (``…:07.123`` when ``precise``)."""
+    try:
+        moment = datetime.fromtimestamp(ms / 1000)
+    except (OverflowError, OSError, ValueError):
+        return str(ms)
+    if precise:
+        return moment.strftime("%Y-%m-%d %H:%M:%S.") + f"{moment.microsecond // 1000:03d}"
+    return moment.strftime("%Y-%m-%d %H:%M")
+
+
+# -- list ---------------------------------------------------------------------------------
+
+
+def sessions_table(rows: Sequence[SessionSummary]) -> Table:
+    """The ``sessions list`` table: newest activity first, as the store lists them."""
+    table = Table(box=None, header_style="bold", pad_edge=False, expand=False)
+    id_width = max((len(row.info.id) for row in rows), default=2)  # ids are never shortened
+    table.add_column("id", no_wrap=True, style="cyan", min_width=id_width)
+    table.add_column("created", no_wrap=True, min_width=16)
+    table.add_column("cwd", overflow="ellipsis", no_wrap=True, max_width=32)
+    table.add_column("turns", justify="right", no_wrap=True, min_width=5)
+    table.add_column("events", justify="right", no_wrap=True, min_width=6)
+    table.add_column("title / first prompt", overflow="ellipsis", no_wrap=True, ratio=1, min_width=10)
+    table.add_column("parent", overflow="ellipsis", no_wrap=True, style="dim")
+    for row in rows:
+        info = row.info
+        if row.error is not None:
+            label = Text(clean(f"unreadable: {row.error}"), style="red")
+        elif row.title:
+            label = Text(clean(row.title))
+        else:
+            label = Text(clean(row.first_prompt or ""), style="italic")
+        table.add_row(
+            info.id,
+            format_time(info.created_at),
+            Text(clean(info.cwd or "")),
+            str(row.turns),
+            str(info.event_count),
+            label,
+            info.parent_session or "",
+        )
+    return table
+
+
+# -- show -----------------------------------------------------------------------------------
+
+
+def session_card(info: SessionInfo, stats: dict[str, Any], title: str | None) -> RenderableType:
+    """Header fields and counts of one session."""
+    header = info.header
+    rows: list[tuple[str, Text | str]] = []
+    if title:
+        rows.append(("title", Text(clean(title))))
+    rows.append(("created", format_time(info.created_at, precise=True)))
+    rows.append(("updated", format_time(info.updated_at, precise=True)))
+    if header.cwd:
+        rows.append(("cwd", Text(clean(header.cwd))))
+    if header.parent_session:
+        inherits = f"  (inherits {stats['inherited']} events)"
+        rows.append(("parent", Text.assemble(header.parent_session, (inherits, "dim"))))
+    if header.origin:
+        rows.append(("origin", f"{header.origin} (delegation depth {header.delegation_depth})"))
+    if header.agent_preset:
+        rows.append(("preset", Text(clean(header.agent_preset))))
+    rows.append(("format", f"v{header.version}"))
+    rows.append(
+        (
+            "stats",
+            f"{stats['events']} events · {stats['turns']} turns · {stats['messages']} messages · "
+            f"{stats['inherited']} inherited · {len(stats['forks'])} forks",
+        )
+    )
+    if stats["forks"]:
+        rows.append(("forks", ", ".join(stats["forks"])))
+    parts: list[RenderableType] = [Text.assemble(("session ", "bold"), (info.id, "bold cyan"))]
+    parts.extend(Text.assemble((f"{label:<9}", "dim"), value) for label, value in rows)
+    if stats["pendingRepair"]:
+        parts.append(
+            Text(
+                f"The last turn was interrupted: {stats['pendingRepair']} closer event(s) are shown below but not "
+                f"stored; `dshpy sessions repair {info.id}` appends them.",
+                style="yellow",
+            )
+        )
+    return Indent(Group(*parts), 0)
+
+
+class Indent:
+    """Render ``renderable`` indented by ``width`` spaces, wrapped lines included, without right padding."""
+
+    def __init__(self, renderable: RenderableType, width: int = 2) -> None:
+        self.renderable = renderable
+        self.width = width
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        inner = options.update(width=max(1, options.max_width - self.width))
+        margin = Segment(" " * self.width)
+        for line in console.render_lines(self.renderable, inner, pad=False):
+            yield margin
+            yield from _rstrip(line)
+            yield Segment.line()
+
+
+def _rstrip(line: list[Segment]) -> list[Segment]:
+    """A rendered line without trailing spaces (wrapping leaves them at the cut)."""
+    line = list(line)
+    while line and not line[-1].control and line[-1].text.endswith(" "):
+        last = line.pop()
+        text = last.text.rstrip(" ")
+        if text:
+            line.append(Segment(text, last.style, last.control))
+            break
+    return line
+
+
+def _clip(text: str, full: bool) -> tuple[str, str | None]:
+    """``text`` cut to a few lines unless ``full``, with a note on what was left out."""
+    if full:
+        return text, None
+    lines = text.splitlines()
+    if len(lines) <= _CLIP_LINES and len(text) <= _CLIP_CHARS:
+        return text, None
+    kept = "\n".join(lines[:_CLIP_LINES])[:_CLIP_CHARS]
+    hidden_lines = len(lines) - kept.count("\n") - 1
+    note = f"… {hidden_lines} more lines" if hidden_lines > 0 else f"… {len(text) - len(kept)} more characters"
+    return kept, note + " (--full shows everything)"
+
+
+def _block_lines(block: Any, full: bool) -> Iterator[RenderableType]:
+    kind = block.get("type") if isinstance(block, dict) else None
+    if kind == "text":
+        body, note = _clip(str(block.get("text", "")), full)
+        yield Text(clean(body))
+        if note:
+            yield Text(note, style="dim")
+    elif kind == "reasoning":
+        body, note = _clip(str(block.get("text", "")), full)
+        yield Text(clean(body), style="dim italic")
+        if note:
+            yield Text(note, style="dim")
+    elif kind == "tool-call":
+        arguments, _ = _clip(str(block.get("arguments", "")), full)
+        yield Text.assemble(
+            ("→ ", "yellow"),
+            (clean(str(block.get("name", "?"))), "bold yellow"),
+            "(",
+            clean(arguments),
+            ")",
+            (f"  [{clean(str(block.get('id', '')))}]", "dim"),
+        )
+    elif kind in ("tool-addition", "tool-removal"):
+        sign = "+" if kind == "tool-addition" else "-"
+        yield Text(f"{sign} tool {clean(str(block.get('toolName', '?')))}", style="magenta")
+    else:
+        yield Text(f"[{clean(str(kind))} block]", style="dim")
+
+
+def _message_heading(message: Message, event: SessionEvent | None, tool_names: dict[str, str]) -> Text:
+    data: Any = message.data
+    role = message.role
+    heading = Text(role, style=ROLE_STYLES.get(role, "bold"))
+    if role == "tool":
+        call_id = str(data.get("toolCallId", ""))
+        name = tool_names.get(call_id)
+        if name:
+            heading.append(f" {clean(name)}", style="yellow")
+        heading.append(f" [{clean(call_id)}]", style="dim")
+        if data.get("isError"):
+            error: Any = event.data.get("error") if event is not None and isinstance(event.data, dict) else None
+            code = error.get("code") if isinstance(error, dict) else None
+            heading.append("  ✗ error" + (f" {clean(str(code))}" if code else ""), style="bold red")
+    source = data.get("source")
+    kind = source.get("kind") if isinstance(source, dict) else None
+    if kind and kind not in ("user", "model", "tool"):
+        heading.append(f"  ({clean(str(kind))})", style="dim")
+    heading.append(f"  #{message.seq}", style="dim")
+    return heading
+
+
+def transcript(console: Console, session: Session, *, full: bool = False) -> None:
+    """Print the derived messages, one block per message, with a rule at each new turn."""
+    events = session.events
+    turn_of: dict[int, int] = {}
+    tool_names: dict[str, str] = {}
+    turn = 0
+    for event in events:
+        if event.type == "turn/start":
+            turn = int(event.data["turn"])
+        if event.surface_op is not None:
+            turn_of[event.seq] = turn
+    messages = session.derive_messages()
+    if not messages:
+        console.print(Text("(no messages)", style="dim"))
+        return
+    shown_turn: int | None = None
+    for message in messages:
+        turn = turn_of.get(message.seq, 0)
+        if turn != shown_turn:
+            console.print(Rule(f"turn {turn}" if turn else "before the first turn", style="dim"))
+            shown_turn = turn
+        for block in message.content:
+            if isinstance(block, dict) and block.get("type") == "tool-call":
+                tool_names[str(block.get("id"))] = str(block.get("name"))
+        source_event = events[message.seq] if message.seq < len(events) else None
+        body: list[RenderableType] = []
+        for block in message.content:
+            body.extend(_block_lines(block, full))
+        if message.role in ("system", "developer") and not full:
+            body = body[:2]
+        console.print(Group(_message_heading(message, source_event, tool_names), Indent(Group(*body)), ""))
+
+
+# -- log ------------------------------------------------------------------------------------
+
+
+def event_summary(event: SessionEvent, width: int = 100) -> str:
+    """A short, one-line description of an event's data."""
+    data: Any = event.data
+    kind = event.type
+    if not isinstance(data, dict):
+        return preview(dumps(data).decode(), width)
+    if kind in ("turn/start", "step/start", "step/end"):
+        return " ".join(f"{key} {data[key]}" for key in ("turn", "step") if key in data)
+    if kind == "turn/end":
+        reason = data.get("reason")
+        return f"turn {data.get('turn')} {reason.get('kind') if isinstance(reason, dict) else reason}"
+    if kind == "user/message":
+        source = data.get("source")
+        kind_of = source.get("kind") if isinstance(source, dict) else "?"
+        return preview(f"[{kind_of}] {message_text(data)}", width)
+    if kind in ("assistant/message", "system/message", "developer/message", "tool/result"):
+        message = data.get("message")
+        text = message_text(message)
+        calls = [
+            f"→{block.get('name')}"
+            for block in (message.get("content") or [] if isinstance(message, dict) else [])
+            if isinstance(block, dict) and block.get("type") == "tool-call"
+        ]
+        flag = "✗ " if isinstance(message, dict) and message.get("isError") else ""
+        return preview(flag + " ".join([text, *calls]).strip(), width)
+    if kind == "tool/call":
+        return preview(f"{data.get('name')}({data.get('arguments')}) [{data.get('callId')}]", width)
+    if kind == "session/title":
+        return preview(str(data.get("title")), width)
+    return preview(dumps(data).decode(), width)
+
+
+def event_line(event: SessionEvent) -> Text:
+    """One event as ``seq  time  type  [surface]  summary``."""
+    line = Text()
+    line.append(f"{event.seq:>6}  ", style="dim")
+    line.append(format_time(event.time, precise=True) + "  ", style="dim")
+    style = "bold" if event.surface_op is not None else ""
+    if event.type.startswith(("turn/", "step/")):
+        style = "blue"
+    line.append(f"{event.type:<20}", style=style)
+    if event.surface_op is not None and event.surface_op != "append":
+        line.append(" [replace]", style="magenta")
+    if event.ignorable:
+        line.append(" [ignorable]", style="dim")
+    line.append("  " + clean(event_summary(event)))
+    return line
+
+
+# -- progress -------------------------------------------------------------------------------
+
+
+def show_progress(console: Console, size: int, threshold: int) -> bool:
+    """Progress bars are for people: only on a terminal, and only for large work."""
+    return console.is_terminal and not console.is_dumb_terminal and size >= threshold
+
+
+class Activity:
+    """Steps of a long command, shown as progress bars on stderr when enabled, else silent."""
+
+    def __init__(self, bar: Progress | None) -> None:
+        self._bar = bar
+
+    @contextmanager
+    def step(self, description: str, total: int | None = None) -> Iterator[Callable[[int], None]]:
+        """One step; yields ``advance(n)``. ``total=None`` shows an indeterminate (pulsing) bar."""
+        bar = self._bar
+        if bar is None:
+            yield _ignore
+            return
+        task = bar.add_task(description, total=total)
+        yield lambda amount: bar.advance(task, amount)
+        bar.update(task, total=total or 1, completed=total or 1)
+
+
+def _ignore(_amount: int) -> None:
+    pass
+
+
+@contextmanager
+def activity(console: Console, *, enabled: bool) -> Iterator[Activity]:
+    """An :class:`Activity` drawing on ``console`` (stderr) while the block runs, erased afterwards."""
+    if not enabled:
+        yield Activity(None)
+        return
+    columns: list[ProgressColumn] = [
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TaskProgressColumn(),
+        TimeElapsedColumn(),
+    ]
+    with Progress(*columns, console=console, transient=True) as bar:
+        yield Activity(bar)

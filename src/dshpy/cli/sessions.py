@@ -1,0 +1,425 @@
+"""``dshpy sessions …``: list, show, log, fork, repair, export, import and delete stored sessions.
+
+Each command is a thin layer over the :class:`~dshpy.SessionStore` API; read-only
+commands (``list``, ``show``, ``log``, ``export``) never create a store and never
+write (``show`` displays crash repair in memory, as ``store.inspect`` does).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import click
+import orjson
+from rich.text import Text
+
+from dshpy.core.events import SessionEvent
+from dshpy.core.ids import check_session_id
+from dshpy.core.json import thaw
+from dshpy.errors import CorruptSessionError, FormatVersionError
+from dshpy.storage.base import BaseStore
+
+from . import render
+from .app import AppState, CliError, DataError, common_options, emit_json, emit_json_line, pass_state
+from .summary import SessionSummary, read_types, summarize
+
+__all__ = ["sessions"]
+
+_CHUNK = 1 << 20
+
+
+@click.group()
+def sessions() -> None:
+    """Inspect and manage stored sessions."""
+
+
+def _session_id(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
+    """Check an id argument before any store is opened (``../x`` never reaches a backend)."""
+    return check_session_id(value)
+
+
+def _optional_session_id(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    return None if value is None else check_session_id(value)
+
+
+session_id_argument = click.argument("session_id", metavar="ID", callback=_session_id)
+
+
+# -- list ---------------------------------------------------------------------------------
+
+
+@sessions.command("list")
+@click.option("--limit", type=click.IntRange(min=1), help="Show at most this many sessions (newest first).")
+@common_options
+@pass_state
+def list_sessions(state: AppState, limit: int | None) -> None:
+    """List sessions, newest activity first: id, created, cwd, turns, events, title or first prompt, parent."""
+    store = state.open_store(create=False)
+    infos = store.list()
+    if limit is not None:
+        infos = infos[:limit]
+    rows: list[SessionSummary] = []
+    for info in infos:
+        try:
+            rows.append(summarize(store, info))
+        except (CorruptSessionError, FormatVersionError) as error:
+            rows.append(SessionSummary(info, 0, None, None, error=" ".join(str(error).split())))
+    if state.json:
+        emit_json([row.to_dict() for row in rows])
+    elif rows:
+        state.print_table(render.sessions_table(rows))
+    else:
+        state.out.print(Text(f"no sessions in {state.url}", style="dim"))
+    damaged = sum(row.error is not None for row in rows)
+    if damaged:
+        click.echo(f"Warning: {damaged} session(s) could not be read; `dshpy sessions show ID` says why.", err=True)
+
+
+# -- show -----------------------------------------------------------------------------------
+
+
+@sessions.command("show")
+@session_id_argument
+@click.option("--full", is_flag=True, help="Do not shorten long texts, tool results and system prompts.")
+@common_options
+@pass_state
+def show(state: AppState, session_id: str, full: bool) -> None:
+    """Show a session's header, counts and its transcript (the messages the model sees).
+
+    An interrupted last turn is shown closed, as `repair` would close it, but nothing is written.
+    """
+    store = state.open_store(create=False)
+    info = store.stat(session_id)
+    session = store.inspect(session_id)
+    messages = session.derive_messages()
+    title: str | None = None
+    turns = 0
+    for event in session.events:
+        if event.type == "turn/start":
+            turns += 1
+        elif event.type == "session/title" and isinstance(event.data.get("title"), str):
+            title = event.data["title"]
+    stats: dict[str, Any] = {
+        "events": info.event_count,
+        "turns": turns,
+        "messages": len(messages),
+        "inherited": session.inherited_event_count,
+        "forks": list(info.forks),
+        "pendingRepair": session.pending_count,
+    }
+    if state.json:
+        header = info.header.to_record()
+        del header["type"]
+        emit_json(
+            {
+                "session": {**info.to_dict(), **header},
+                "title": title,
+                "stats": stats,
+                "messages": [{"seq": message.seq, "message": message.to_dict()} for message in messages],
+            }
+        )
+        return
+    state.out.print(render.session_card(info, stats, title))
+    state.out.print()
+    render.transcript(state.out, session, full=full)
+
+
+# -- log ------------------------------------------------------------------------------------
+
+
+def _matcher(patterns: tuple[str, ...]) -> Callable[[str], bool]:
+    if not patterns:
+        return lambda _type: True
+    exact = frozenset(patterns)
+    return lambda kind: kind in exact or any(fnmatch.fnmatchcase(kind, pattern) for pattern in patterns)
+
+
+def _events(store: BaseStore, session_id: str, from_seq: int, types: tuple[str, ...]) -> Iterator[SessionEvent]:
+    if types and not any(char in pattern for pattern in types for char in "*?["):
+        return read_types(store, session_id, types, from_seq)  # filtered by the store when it can
+    matches = _matcher(types)
+    return (event for event in store.read(session_id, from_seq) if matches(event.type))
+
+
+@sessions.command("log")
+@session_id_argument
+@click.option("--from", "from_seq", type=click.IntRange(min=0), default=0, show_default=True, help="First seq.")
+@click.option(
+    "--type",
+    "types",
+    multiple=True,
+    metavar="TYPE",
+    help="Only events of this type (repeatable; shell-style patterns such as 'turn/*' work).",
+)
+@common_options
+@pass_state
+def log(state: AppState, session_id: str, from_seq: int, types: tuple[str, ...]) -> None:
+    """Print the stored events of a session, oldest first.
+
+    With --json, each event is printed as its exact dsh v4 wire object, one per line (JSONL).
+    """
+    store = state.open_store(create=False)
+    events = _events(store, session_id, from_seq, types)
+    if state.json:
+        for event in events:
+            emit_json_line(event.to_wire())
+        return
+    for event in events:
+        state.out.print(render.event_line(event), soft_wrap=True)
+
+
+# -- fork -----------------------------------------------------------------------------------
+
+
+@sessions.command("fork")
+@session_id_argument
+@click.option("--at", "boundary", type=click.IntRange(min=0), help="Last inherited seq (inclusive; default: the last).")
+@click.option(
+    "--close-open-turn",
+    is_flag=True,
+    help="Allow a boundary inside an open turn: the child gets dsh's `forked` closers.",
+)
+@common_options
+@pass_state
+def fork(state: AppState, session_id: str, boundary: int | None, close_open_turn: bool) -> None:
+    """Fork a session into a new child that inherits its events up to --at; prints the child id.
+
+    The parent is never written. Refusals exit 1 with dsh's code: SESSION_NOT_FOUND,
+    INVALID_BOUNDARY, OPEN_TURN (use --close-open-turn), SESSION_ALREADY_EXISTS.
+    """
+    store = state.open_store(create=False)
+    parent_length = store.stat(session_id).event_count if store.exists(session_id) else 0
+    child = store.fork_stored(session_id, boundary, close_open_turn=close_open_turn)
+    result = {
+        "id": child.id,
+        "parentSession": session_id,
+        "inheritedEventCount": parent_length if boundary is None else boundary + 1,
+        "eventCount": child.event_count,
+    }
+    if state.json:
+        emit_json(result)
+    else:
+        click.echo(child.id)
+
+
+# -- repair ---------------------------------------------------------------------------------
+
+
+def _closer_description(event: SessionEvent) -> str:
+    data: Any = event.data
+    if event.type == "tool/result":
+        error = data.get("error") or {}
+        return f"tool/result for call {data['message'].get('toolCallId')} ({error.get('code', 'error')})"
+    if event.type == "turn/end":
+        return f"turn/end of turn {data.get('turn')} ({data.get('reason', {}).get('kind')})"
+    if event.type == "step/end":
+        return f"step/end of turn {data.get('turn')} step {data.get('step')}"
+    return event.type
+
+
+@sessions.command("repair")
+@session_id_argument
+@click.option("--dry-run", is_flag=True, help="Only show what would be appended (writes nothing).")
+@common_options
+@pass_state
+def repair(state: AppState, session_id: str, dry_run: bool) -> None:
+    """Close a turn a crash left open, by appending dsh's interrupted-turn closers (never rewriting).
+
+    Unanswered tool calls get an error result (TOOL_OUTCOME_UNKNOWN if the call was logged as
+    started, else TOOL_NOT_STARTED), then step/end and turn/end {kind: interrupted}.
+    """
+    store = state.open_store(create=False)
+    if dry_run:
+        view = store.inspect(session_id)
+        closers = list(view.events[len(view) - view.pending_count :])
+    else:
+        before = store.stat(session_id).event_count
+        session = store.open(session_id)
+        try:
+            closers = list(session.events[before:])
+        finally:
+            session.close()
+    if state.json:
+        emit_json(
+            {
+                "id": session_id,
+                "dryRun": dry_run,
+                "appended": 0 if dry_run else len(closers),
+                "events": [thaw(event.to_wire()) for event in closers],
+            }
+        )
+        return
+    if not closers:
+        click.echo(f"{session_id}: nothing to repair (no interrupted turn)")
+        return
+    verb = "would append" if dry_run else "appended"
+    click.echo(f"{session_id}: {verb} {len(closers)} closer event(s):")
+    for event in closers:
+        click.echo(f"  seq {event.seq}: {_closer_description(event)}")
+
+
+# -- export / import ------------------------------------------------------------------------
+
+
+def _write_chunks(stream: Any, payload: bytes, advance: Callable[[int], None]) -> None:
+    view = memoryview(payload)
+    for start in range(0, len(view), _CHUNK):
+        chunk = view[start : start + _CHUNK]
+        stream.write(chunk)
+        advance(len(chunk))
+
+
+def _write_file(path: Path, payload: bytes, advance: Callable[[int], None]) -> None:
+    """Write ``payload`` to ``path`` atomically: a failed export never leaves a truncated file."""
+    directory = path.parent if str(path.parent) else Path(".")
+    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as stream:
+            _write_chunks(stream, payload, advance)
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+@sessions.command("export")
+@session_id_argument
+@click.option(
+    "-o", "--output", type=click.Path(dir_okay=False, allow_dash=True), help="Write to FILE instead of stdout."
+)
+@common_options
+@pass_state
+def export(state: AppState, session_id: str, output: str | None) -> None:
+    """Export a session as one self-contained JSON document (header, events, SHA-256)."""
+    store = state.open_store(create=False)
+    info = store.stat(session_id)
+    to_stdout = output in (None, "-")
+    enabled = render.show_progress(state.err, info.event_count, render.PROGRESS_MIN_EVENTS)
+    with render.activity(state.err, enabled=enabled) as steps:
+        with steps.step(f"reading {info.event_count:,} events"):
+            document = store.export(session_id)
+        payload = orjson.dumps(document)
+        if to_stdout:
+            with steps.step("writing to stdout", len(payload)) as advance, click.open_file("-", "wb") as stream:
+                _write_chunks(stream, payload, advance)
+                stream.write(b"\n")
+                stream.flush()
+        else:
+            assert output is not None
+            try:
+                with steps.step(f"writing {output}", len(payload)) as advance:
+                    _write_file(Path(output), payload, advance)
+            except OSError as error:
+                raise CliError(f"cannot write {output}: {error.strerror or error}") from None
+    if to_stdout:
+        return
+    if state.json:
+        emit_json(
+            {
+                "id": session_id,
+                "path": str(output),
+                "eventCount": len(document["events"]),
+                "bytes": len(payload),
+                "eventsSha256": document["eventsSha256"],
+            }
+        )
+    else:
+        click.echo(f"exported {session_id} ({len(document['events'])} events, {len(payload):,} bytes) to {output}")
+
+
+def _read_input(path: str, advance: Callable[[int], None]) -> bytes:
+    chunks: list[bytes] = []
+    with click.open_file(path, "rb") as stream:
+        while chunk := stream.read(_CHUNK):
+            chunks.append(chunk)
+            advance(len(chunk))
+    return b"".join(chunks)
+
+
+def _input_size(path: str) -> int:
+    if path == "-":
+        return 0
+    try:
+        return os.stat(path).st_size
+    except OSError as error:
+        raise CliError(f"cannot read {path}: {error.strerror or error}") from None
+
+
+@sessions.command("import")
+@click.argument("file", metavar="FILE", type=click.Path(dir_okay=False, allow_dash=True))
+@click.option(
+    "--id",
+    "new_id",
+    metavar="NEW_ID",
+    callback=_optional_session_id,
+    help="Store the session under this id instead of the exported one.",
+)
+@common_options
+@pass_state
+def import_(state: AppState, file: str, new_id: str | None) -> None:
+    """Import a session exported by `dshpy sessions export` (FILE may be - for stdin).
+
+    The digest and every event are verified first; on any mismatch nothing is stored (exit 2).
+    """
+    size = _input_size(file)
+    enabled = render.show_progress(state.err, size, render.PROGRESS_MIN_BYTES)
+    store = state.open_store(create=True)
+    with render.activity(state.err, enabled=enabled) as steps:
+        try:
+            with steps.step(f"reading {file}", size or None) as advance:
+                raw = _read_input(file, advance)
+        except OSError as error:
+            raise CliError(f"cannot read {file}: {error.strerror or error}") from None
+        try:
+            document = orjson.loads(raw)
+        except orjson.JSONDecodeError as error:
+            raise DataError(f"{file} is not a JSON document: {error}") from None
+        count = len(document.get("events") or ()) if isinstance(document, dict) else 0
+        with steps.step(f"verifying and storing {count:,} events"):
+            info = store.import_session(document, session_id=new_id)
+    if state.json:
+        emit_json(info.to_dict())
+    else:
+        click.echo(info.id)
+
+
+# -- delete ---------------------------------------------------------------------------------
+
+
+@sessions.command("delete")
+@session_id_argument
+@click.option(
+    "--detach-forks",
+    is_flag=True,
+    help="Copy the shared history into forks that read it, instead of refusing the delete.",
+)
+@click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation.")
+@common_options
+@pass_state
+def delete(state: AppState, session_id: str, detach_forks: bool, yes: bool) -> None:
+    """Delete a session and its events (refused while forks share its history, unless --detach-forks)."""
+    store = state.open_store(create=False)
+    info = store.stat(session_id)
+    if not yes:
+        question = f"Delete session {session_id} ({info.event_count} events)? This cannot be undone"
+        try:
+            confirmed = click.confirm(question, default=False, err=True)
+        except click.Abort:  # end of input or ^C: no answer is a no
+            click.echo(err=True)
+            confirmed = False
+        if not confirmed:
+            raise CliError(f"{session_id} not deleted (not confirmed; pass --yes to skip the question)")
+    store.delete(session_id, detach_forks=detach_forks)
+    if state.json:
+        emit_json({"id": session_id, "deleted": True, "forks": list(info.forks)})
+    else:
+        click.echo(f"deleted {session_id}")
+        if info.forks:
+            click.echo(f"forks kept (now self-contained where they shared history): {', '.join(info.forks)}")

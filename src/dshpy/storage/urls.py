@@ -74,8 +74,15 @@ def _sqlite(url: StoreURL) -> BaseStore:
     return SqliteStore(url.location, busy_timeout_ms=int(timeout) if timeout else 10_000)
 
 
+def _jsonl(url: StoreURL) -> BaseStore:
+    from dshpy.storage.jsonl import JsonlStore
+
+    return JsonlStore.from_url(url)
+
+
 register_backend("memory", _memory)
 register_backend("sqlite", _sqlite)
+register_backend("jsonl", _jsonl)
 
 
 def dshpy_home() -> Path:

@@ -1,0 +1,860 @@
+"""``jsonl:///dir`` — dsh v4's own on-disk layout, so dsh and dshpy share session roots.
+
+Each session is a directory ``<root>/<project>/<segment>/`` (see
+:mod:`dshpy.storage.jsonl_layout`) holding its log ``session.v4.jsonl`` (or
+``session.v4.jsonl.zstd``, dsh's default) and a ``session.lock``. The log's first
+line is the header record; every further line is one event in its storage form
+(``sourceEventSeqs`` range-packed), compact JSON, ``\\n``-terminated. Compressed,
+frame 0 holds exactly the header line and every durable batch is one more
+checksummed frame.
+
+Durability and crash safety follow dsh (dsh-v4 §2.4, §2.5, §6.2):
+
+* a new log is written to ``<final>.<12 hex>.tmp``, fsynced, published with
+  ``link`` (never overwriting) and its directory fsynced;
+* a batch is appended and fsynced; a failed write is truncated back off;
+* the single writer holds a non-blocking ``flock`` on ``session.lock`` for its
+  whole lifetime (readers never lock); the kernel drops it when the process dies;
+* a torn tail (bytes of a batch whose flush never returned) is ignored on read and
+  truncated before the next append; a cut final zstd frame gives back the complete
+  records it holds, which are re-appended as their own frame. Damage that a later
+  committed ``turn/end`` follows — or any damage inside a complete zstd frame — is
+  corruption: :class:`~dshpy.errors.CorruptSessionError`, never a silent repair.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import logging
+import os
+import secrets
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dshpy.core.events import SessionEvent, decode_event, encode_event
+from dshpy.core.ids import check_session_id
+from dshpy.core.json import dumps, loads
+from dshpy.errors import (
+    ConflictError,
+    CorruptSessionError,
+    DshError,
+    FormatVersionError,
+    SessionExistsError,
+    SessionNotFound,
+    StoreError,
+)
+from dshpy.log.header import FORMAT_VERSION, SessionHeader
+from dshpy.log.session import SessionWriter
+from dshpy.log.versions import DEFAULT_CHAIN
+from dshpy.storage.base import BaseStore, SessionInfo, StoredRecord
+from dshpy.storage.jsonl_layout import (
+    LOCK_FILENAME,
+    decode_segment,
+    encode_segment,
+    generation_filename,
+    parse_generation_filename,
+    project_dir_name,
+)
+from dshpy.storage.urls import StoreURL
+from dshpy.storage.zstd_frames import (
+    ZstdFrameError,
+    compress_frame,
+    decompress_frame,
+    decompress_prefix,
+    scan_frames,
+)
+
+__all__ = ["COMPRESSIONS", "JsonlStore"]
+
+log = logging.getLogger("dshpy.storage.jsonl")
+
+COMPRESSIONS = ("zstd", "none")
+"""``zstd`` (dsh's default and ours) or ``none`` (plain JSONL)."""
+
+_HEADER_REQUIRED = ("type", "version", "id", "createdAt", "isSeeded", "delegationDepth")
+_CACHE_ENTRIES = 8
+_LOCK_ATTEMPTS = 3
+_READ_CHUNK = 8192
+
+Revision = tuple[int, int, int, int, int]
+"""``(dev, ino, size, mtime_ns, ctime_ns)``: changes whenever the file does (dsh's revision)."""
+
+
+def _revision(st: os.stat_result) -> Revision:
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+# -- small POSIX helpers --------------------------------------------------------------------
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def _make_dir(path: Path) -> None:
+    """``mkdir`` with mode 0700, fsyncing the parent when the entry is new."""
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        if not path.is_dir():
+            raise StoreError(f"{path} exists and is not a directory") from None
+        return
+    _fsync_dir(path.parent)
+
+
+class _Lock:
+    """A held ``flock`` on a session's ``session.lock``; closing the descriptor releases it."""
+
+    __slots__ = ("_fd", "path")
+
+    def __init__(self, fd: int, path: Path) -> None:
+        self._fd = fd
+        self.path = path
+
+    @classmethod
+    def try_acquire(cls, session_dir: Path, busy: str) -> _Lock:
+        """Take the lock without waiting; ``ConflictError(busy)`` while another descriptor holds it.
+
+        A lock names an inode, so after locking we check the inode is still the file at
+        the path (a deleted and recreated lock file would make our lock meaningless).
+        """
+        path = session_dir / LOCK_FILENAME
+        for _ in range(_LOCK_ATTEMPTS):
+            try:
+                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            except FileNotFoundError:
+                raise SessionNotFound(f"session directory {session_dir} no longer exists") from None
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as error:
+                os.close(fd)
+                if error.errno in (errno.EAGAIN, errno.EWOULDBLOCK):
+                    raise ConflictError(busy) from None
+                raise
+            held = os.fstat(fd)
+            try:
+                current: os.stat_result | None = os.stat(path)
+            except FileNotFoundError:
+                current = None
+            if current is not None and (current.st_dev, current.st_ino) == (held.st_dev, held.st_ino):
+                return cls(fd, path)
+            os.close(fd)
+        raise ConflictError(busy)
+
+    @property
+    def held(self) -> bool:
+        return self._fd >= 0
+
+    def release(self) -> None:
+        fd, self._fd = self._fd, -1
+        if fd >= 0:
+            os.close(fd)
+
+
+# -- reading a log --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Location:
+    """A session's directory and the generation file that holds its log."""
+
+    session_dir: Path
+    path: Path
+    version: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Scan:
+    """One read of a log: the valid events and what a writer must repair before appending.
+
+    ``events`` may be shared with later scans of the same file (a writer extends it in
+    place after appending); only ``events[:count]`` belongs to this scan.
+    """
+
+    header: SessionHeader
+    events: list[SessionEvent]
+    count: int
+    size: int
+    """Bytes of the file this scan covers."""
+    truncate_to: int | None = None
+    """Start of the torn tail, when there is one."""
+    recovered: int = 0
+    """How many of the last events came out of a torn zstd frame (re-appended as their own frame)."""
+    last_time: int | None = None
+    """Time of the last event (a light scan, which builds no events, still knows it)."""
+
+
+class _Rows:
+    """dsh's recoverable JSONL row scanner (``SessionLogScanner``), one event line at a time.
+
+    A line that does not parse or decode, or breaks seq continuity, is an *issue*:
+    it and every later line are dropped, unless a later line is a ``turn/end`` —
+    then a committed turn follows the damage and the log is corrupt. A ``light``
+    scan (listing) only checks each row's ``type``, ``seq`` and ``time`` and keeps no events.
+    """
+
+    __slots__ = ("_corrupt", "count", "events", "issue", "last_time", "light", "line")
+
+    def __init__(self, corrupt: Callable[[str], CorruptSessionError], *, light: bool) -> None:
+        self._corrupt = corrupt
+        self.light = light
+        self.events: list[SessionEvent] = []
+        self.count = 0
+        self.last_time: int | None = None
+        self.issue: str | None = None
+        self.line = 0
+
+    @property
+    def line_number(self) -> int:
+        """1-based line number of the current row in the decompressed log (the header is line 1)."""
+        return self.line + 1
+
+    def feed(self, line: bytes) -> bool:
+        """Consume one complete line (without its ``\\n``); return whether it was accepted."""
+        self.line += 1
+        try:
+            raw = loads(line)
+        except ValueError:
+            if self.issue is None:
+                self.issue = f"unparsable committed event at line {self.line_number}"
+            return False
+        is_turn_end = isinstance(raw, dict) and raw.get("type") == "turn/end"
+        if self.issue is not None:
+            if is_turn_end:
+                raise self._corrupt(f"{self.issue}, and the committed turn/end at line {self.line_number} follows it")
+            return False
+        try:
+            if self.light:
+                seq, time = self._light(raw)
+            else:
+                event = decode_event(raw, parsed=True)  # the parsed row is ours to seal in place
+                seq, time = event.seq, event.time
+            if seq != self.count:
+                raise ValueError(f"seq gap (expected {self.count}, got {seq})")
+        except (DshError, ValueError) as error:
+            self.issue = f"invalid committed event at line {self.line_number}: {error}"
+            if is_turn_end:
+                raise self._corrupt(self.issue) from None
+            return False
+        if not self.light:
+            self.events.append(event)
+        self.count += 1
+        self.last_time = time
+        return True
+
+    @staticmethod
+    def _light(raw: Any) -> tuple[int, int]:
+        if not isinstance(raw, dict) or not isinstance(raw.get("type"), str):
+            raise ValueError("an event must be a JSON object with a string type")
+        seq, time = raw.get("seq"), raw.get("time")
+        if type(seq) is not int or type(time) is not int:
+            raise ValueError("seq and time must be integers")
+        return seq, time
+
+
+# -- the store ----------------------------------------------------------------------------
+
+
+@dataclass(eq=False)
+class _ScanCache:
+    """The last few scans, keyed by path and guarded by the file's revision."""
+
+    entries: OrderedDict[Path, tuple[Revision, _Scan]] = field(default_factory=OrderedDict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def get(self, path: Path, revision: Revision) -> _Scan | None:
+        with self.lock:
+            hit = self.entries.get(path)
+            if hit is None or hit[0] != revision:
+                return None
+            self.entries.move_to_end(path)
+            return hit[1]
+
+    def put(self, path: Path, revision: Revision, scan: _Scan) -> None:
+        with self.lock:
+            self.entries[path] = (revision, scan)
+            self.entries.move_to_end(path)
+            while len(self.entries) > _CACHE_ENTRIES:
+                self.entries.popitem(last=False)
+
+    def drop(self, path: Path) -> None:
+        with self.lock:
+            self.entries.pop(path, None)
+
+
+class JsonlStore(BaseStore):
+    """Sessions as dsh v4 JSONL logs under ``root`` (``compression``: ``"zstd"`` or ``"none"``).
+
+    Forks copy the inherited prefix into the child's own log, as dsh does.
+    """
+
+    zero_copy_fork = False
+
+    def __init__(self, root: str | os.PathLike[str], *, compression: str = "zstd") -> None:
+        if compression not in COMPRESSIONS:
+            raise StoreError(f"jsonl compression must be one of {', '.join(COMPRESSIONS)}, not {compression!r}")
+        self.root = Path(os.path.abspath(os.fspath(root)))
+        if self.root.exists() and not self.root.is_dir():
+            raise StoreError(f"jsonl store root {self.root} is not a directory")
+        self.compression = compression
+        self.url = f"jsonl:///{self.root}?compression={compression}"
+        self._compressed = compression == "zstd"
+        self._cache = _ScanCache()
+
+    @classmethod
+    def from_url(cls, url: StoreURL) -> JsonlStore:
+        unknown = sorted(set(url.options) - {"compression"})
+        if unknown:
+            raise StoreError(f"unknown jsonl store option {unknown[0]!r} in {url.raw!r} (known: compression)")
+        return cls(url.location, compression=url.options.get("compression", "zstd"))
+
+    def __repr__(self) -> str:
+        return f"<JsonlStore {self.url}>"
+
+    # -- locating sessions --------------------------------------------------------------
+
+    def _project_dirs(self) -> list[Path]:
+        try:
+            with os.scandir(self.root) as entries:
+                return sorted(Path(entry.path) for entry in entries if entry.is_dir(follow_symlinks=False))
+        except FileNotFoundError:
+            return []
+
+    def _resolve_dir(self, session_dir: Path) -> _Location | None:
+        """The highest canonical generation of our encoding in ``session_dir``, if any.
+
+        A log of the other encoding means the root belongs to the other mode: refused.
+        """
+        try:
+            names = os.listdir(session_dir)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        best: tuple[int, str] | None = None
+        for name in names:
+            version = parse_generation_filename(name, compressed=self._compressed)
+            if version is not None:
+                if best is None or version > best[0]:
+                    best = (version, name)
+            elif parse_generation_filename(name, compressed=not self._compressed) is not None:
+                raise self._encoding_mismatch(session_dir / name)
+        if best is None:
+            return None
+        return _Location(session_dir, session_dir / best[1], best[0])
+
+    def _encoding_mismatch(self, path: Path) -> StoreError:
+        other = "none" if self._compressed else "zstd"
+        suffix = ".jsonl" if self._compressed else ".jsonl.zstd"
+        return StoreError(
+            f'session log "{path}" uses {suffix}, but this store is configured for compression '
+            f'"{self.compression}"; open the root with ?compression={other} (one root holds one encoding)'
+        )
+
+    def _find(self, session_id: str) -> _Location | None:
+        segment = encode_segment(check_session_id(session_id))
+        matches = [loc for project in self._project_dirs() if (loc := self._resolve_dir(project / segment))]
+        if len(matches) > 1:
+            places = ", ".join(str(loc.session_dir) for loc in matches)
+            raise CorruptSessionError(
+                f'duplicate JSONL session id "{session_id}" appears in multiple project directories: {places}'
+            )
+        return matches[0] if matches else None
+
+    def _locate(self, session_id: str) -> _Location:
+        location = self._find(session_id)
+        if location is None:
+            raise SessionNotFound(f'session "{session_id}" not found')
+        return location
+
+    def _scan_root(self) -> list[tuple[str, _Location]]:
+        """Every session directory ``<root>/*/*/`` that holds a log of our encoding."""
+        found: list[tuple[str, _Location]] = []
+        seen: dict[str, _Location] = {}
+        for project in self._project_dirs():
+            with os.scandir(project) as entries:
+                children = sorted(entries, key=lambda entry: entry.name)
+            for entry in children:
+                if entry.is_file() and (entry.name.endswith(".jsonl") or entry.name.endswith(".jsonl.zstd")):
+                    raise StoreError(
+                        f'session artifact "{entry.path}" uses the unsupported flat-file layout; move it into '
+                        "a <project>/<session>/ directory or use a separate root"
+                    )
+                if not entry.is_dir(follow_symlinks=False):
+                    continue
+                session_id = decode_segment(entry.name)
+                location = self._resolve_dir(Path(entry.path))
+                if location is None:
+                    continue
+                if session_id is None or not _is_session_id(session_id):
+                    log.warning("skipping %s: its name is not a session id dshpy accepts", entry.path)
+                    continue
+                if session_id in seen:
+                    raise CorruptSessionError(
+                        f'duplicate JSONL session id "{session_id}" appears in multiple project directories: '
+                        f"{seen[session_id].session_dir}, {location.session_dir}"
+                    )
+                seen[session_id] = location
+                found.append((session_id, location))
+        return found
+
+    # -- reading logs -------------------------------------------------------------------
+
+    def _corruption(self, session_id: str, location: _Location, detail: str) -> CorruptSessionError:
+        return CorruptSessionError(
+            f'session "{session_id}": stored log is corrupt: {detail} (raw log: {location.path})'
+        )
+
+    def _parse_header(self, line: bytes, session_id: str, location: _Location) -> SessionHeader:
+        """Check a header record: version first, then shape, then that it names this session and path."""
+        try:
+            raw = loads(line)
+        except ValueError:
+            raise self._corruption(session_id, location, "header line is not valid JSON") from None
+        if not isinstance(raw, dict):
+            raise self._corruption(session_id, location, "first line is not a JSON object")
+        version = raw.get("version")
+        if type(version) is not int or version < 0:
+            raise self._corruption(session_id, location, f"header version {version!r} is not a non-negative integer")
+        try:
+            DEFAULT_CHAIN.plan(version, session_id)
+        except FormatVersionError as error:
+            raise FormatVersionError(f"{error} (raw log: {location.path})") from None
+        missing = [key for key in _HEADER_REQUIRED if key not in raw]
+        if missing or raw.get("type") != "session":
+            what = f"lacks {missing[0]}" if missing else "is not of type session"
+            raise self._corruption(session_id, location, f"first line is not a session header (it {what})")
+        if version != location.version:
+            raise self._corruption(
+                session_id, location, f"the file name says format v{location.version}, its header v{version}"
+            )
+        if raw["id"] != session_id:
+            raise self._corruption(session_id, location, f"its header names session {raw['id']!r}")
+        try:
+            header = SessionHeader.from_record(raw)
+        except (CorruptSessionError, ValueError) as error:
+            raise self._corruption(session_id, location, str(error)) from None
+        expected = self._log_path(header, location.version)
+        if location.path != expected and not _same_file(location.path, expected):
+            raise self._corruption(session_id, location, f"its header id and cwd belong at {expected}")
+        return header
+
+    def _log_path(self, header: SessionHeader, version: int = FORMAT_VERSION) -> Path:
+        return (
+            self.root
+            / project_dir_name(header.cwd)
+            / encode_segment(check_session_id(header.id))
+            / generation_filename(version, compressed=self._compressed)
+        )
+
+    def _read_header(self, session_id: str, location: _Location) -> SessionHeader:
+        """Read only the header: the first line, or the first frame when compressed."""
+        try:
+            stat = os.stat(location.path)
+        except FileNotFoundError:
+            raise SessionNotFound(f'session "{session_id}" not found') from None
+        cached = self._cache.get(location.path, _revision(stat))
+        if cached is not None:
+            return cached.header
+        content = b""
+        with open(location.path, "rb") as file:
+            while True:
+                chunk = file.read(_READ_CHUNK)
+                if not chunk:
+                    raise self._corruption(session_id, location, "empty or header-less session log")
+                content += chunk
+                if self._compressed:
+                    try:
+                        frames = scan_frames(content, max_frames=1).frames
+                        if not frames:
+                            continue
+                        plaintext = decompress_frame(content[frames[0][0] : frames[0][1]])
+                    except ZstdFrameError as error:
+                        raise self._corruption(
+                            session_id, location, f"header frame failed validation: {error}"
+                        ) from None
+                    return self._parse_header(
+                        self._header_frame_line(plaintext, session_id, location), session_id, location
+                    )
+                newline = content.find(b"\n")
+                if newline >= 0:
+                    return self._parse_header(content[:newline], session_id, location)
+
+    def _header_frame_line(self, plaintext: bytes, session_id: str, location: _Location) -> bytes:
+        if not plaintext.endswith(b"\n") or plaintext.count(b"\n") != 1:
+            raise self._corruption(session_id, location, "first zstd frame is not exactly one header line")
+        return plaintext[:-1]
+
+    def _scan(self, session_id: str, location: _Location | None = None, *, light: bool = False) -> _Scan:
+        """Read and scan a whole log (a full scan is cached by the file's revision)."""
+        location = location or self._locate(session_id)
+        try:
+            stat = os.stat(location.path)
+        except FileNotFoundError:
+            raise SessionNotFound(f'session "{session_id}" not found') from None
+        cached = self._cache.get(location.path, _revision(stat))
+        if cached is not None:
+            return cached
+        with open(location.path, "rb") as file:
+            stat = os.fstat(file.fileno())
+            data = file.read()
+        parse = self._scan_zstd if self._compressed else self._scan_plain
+        scan = parse(data, session_id, location, light=light)
+        if not light and len(data) == stat.st_size:
+            self._cache.put(location.path, _revision(stat), scan)
+        return scan
+
+    def _scan_plain(self, data: bytes, session_id: str, location: _Location, *, light: bool) -> _Scan:
+        newline = data.find(b"\n")
+        if newline < 0:
+            raise self._corruption(session_id, location, "empty or header-less session log")
+        header = self._parse_header(data[:newline], session_id, location)
+        rows = _Rows(lambda detail: self._corruption(session_id, location, detail), light=light)
+        committed = start = newline + 1
+        while (end := data.find(b"\n", start)) >= 0:
+            if rows.feed(data[start:end]):
+                committed = end + 1
+            start = end + 1
+        truncate_to = committed if committed < len(data) else None
+        return _Scan(header, rows.events, rows.count, len(data), truncate_to, 0, rows.last_time)
+
+    def _scan_zstd(self, data: bytes, session_id: str, location: _Location, *, light: bool) -> _Scan:
+        def corrupt(detail: str) -> CorruptSessionError:
+            return self._corruption(session_id, location, detail)
+
+        try:
+            structure = scan_frames(data)
+        except ZstdFrameError as error:
+            raise corrupt(f"invalid zstd structure: {error}") from None
+        if not structure.frames:
+            raise corrupt("empty or header-less zstd session log")
+        frames = [data[start:end] for start, end in structure.frames]
+        try:
+            header_plain = decompress_frame(frames[0])
+        except ZstdFrameError as error:
+            raise corrupt(f"zstd frame 0 (the header, at byte 0) does not decode: {error}") from None
+        header = self._parse_header(self._header_frame_line(header_plain, session_id, location), session_id, location)
+        rows = _Rows(corrupt, light=light)
+        carry = b""
+        for index, (start, _end) in enumerate(structure.frames[1:], start=1):
+            try:
+                plaintext = carry + decompress_frame(frames[index])
+            except ZstdFrameError as error:
+                raise corrupt(
+                    f"complete zstd frame {index} at byte {start} fails its checksum or does not decode: {error}"
+                ) from None
+            lines = plaintext.split(b"\n")
+            carry = lines.pop()
+            for line in lines:
+                rows.feed(line)
+                if rows.issue is not None:  # inside a checksummed frame nothing is a torn tail
+                    raise corrupt(f"{rows.issue} in complete zstd frame {index} at byte {start}")
+        if carry:
+            last = len(structure.frames) - 1
+            raise corrupt(f"complete zstd frame {last} at byte {structure.frames[-1][0]} ends inside a JSONL record")
+        if structure.torn_start is None:
+            return _Scan(header, rows.events, rows.count, len(data), None, 0, rows.last_time)
+        complete = rows.count
+        recovered = decompress_prefix(data[structure.torn_start :])
+        for line in recovered[: recovered.rfind(b"\n") + 1].split(b"\n")[:-1]:
+            rows.feed(line)
+        return _Scan(
+            header, rows.events, rows.count, len(data), structure.torn_start, rows.count - complete, rows.last_time
+        )
+
+    # -- writing logs -------------------------------------------------------------------
+
+    def _encode_batch(self, events: Sequence[SessionEvent]) -> bytes:
+        lines = b"".join([encode_event(event, seq_ranges=True) + b"\n" for event in events])
+        return compress_frame(lines) if self._compressed else lines
+
+    def _encode_new(self, header: SessionHeader, events: Sequence[SessionEvent]) -> bytes:
+        line = dumps(header.to_record()) + b"\n"
+        head = compress_frame(line) if self._compressed else line
+        return head + self._encode_batch(events) if events else head
+
+    def _append_batch(self, session_id: str, location: _Location, scan: _Scan, events: Sequence[SessionEvent]) -> _Scan:
+        """Repair a torn tail if there is one, then append ``events`` as one batch and fsync.
+
+        The caller holds the session's lock and has checked ``scan`` is the file's state.
+        On any failure the file is truncated back to where this batch began.
+        """
+        payload = self._encode_batch(events)
+        if scan.recovered:
+            payload = self._encode_batch(scan.events[scan.count - scan.recovered : scan.count]) + payload
+        fd = os.open(location.path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+        try:
+            before = os.fstat(fd).st_size
+            if before != scan.size:
+                raise ConflictError(
+                    f'session "{session_id}" changed on disk while its lock was held (another program wrote '
+                    f"{location.path}); reopen it",
+                    expected_seq=scan.count,
+                )
+            if scan.truncate_to is not None:
+                os.ftruncate(fd, scan.truncate_to)
+                os.fsync(fd)
+                before = scan.truncate_to
+                log.warning(
+                    'session "%s" recovered from a torn tail; %d incomplete tail bytes were discarded%s',
+                    session_id,
+                    scan.size - scan.truncate_to,
+                    f" and {scan.recovered} recovered events re-framed" if scan.recovered else "",
+                )
+            try:
+                _write_all(fd, payload)
+                os.fsync(fd)
+            except BaseException as failure:
+                try:
+                    os.ftruncate(fd, before)
+                    os.fsync(fd)
+                except OSError as rollback:
+                    raise StoreError(
+                        f'session "{session_id}": append failed ({failure}) and rolling it back failed too '
+                        f"({rollback}); {location.path} may end in a torn batch, which the next open discards"
+                    ) from failure
+                raise
+            stat = os.fstat(fd)
+        finally:
+            os.close(fd)
+        shared = scan.events
+        if len(shared) != scan.count:
+            shared = shared[: scan.count]
+        shared.extend(events)  # readers of older scans only look at their own events[:count]
+        after = _Scan(scan.header, shared, scan.count + len(events), stat.st_size, None, 0, events[-1].time)
+        self._cache.put(location.path, _revision(stat), after)
+        return after
+
+    def _materialize(self, record: StoredRecord, *, keep_lock: bool) -> _JsonlWriter | None:
+        """Publish a new log (header + first batch) without clobbering, under the session's lock."""
+        header = record.header
+        session_id = check_session_id(header.id)
+        if record.base is not None:
+            raise StoreError("the jsonl store copies fork prefixes; it cannot store a shared-prefix record")
+        if self._find(session_id) is not None:
+            raise SessionExistsError(f'session "{session_id}" already exists')
+        final = self._log_path(header)
+        session_dir = final.parent
+        if not self.root.is_dir():
+            os.makedirs(self.root, 0o700, exist_ok=True)
+            _fsync_dir(self.root.parent)
+        _make_dir(session_dir.parent)
+        _make_dir(session_dir)
+        lock = _Lock.try_acquire(session_dir, f'session "{session_id}" already exists (its writer holds the lock)')
+        try:
+            if self._resolve_dir(session_dir) is not None:
+                raise SessionExistsError(f'session "{session_id}" already exists')
+            content = self._encode_new(header, record.events)
+            temporary = session_dir / f"{final.name}.{secrets.token_hex(6)}.tmp"
+            fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+            try:
+                try:
+                    _write_all(fd, content)
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+                os.link(temporary, final)
+            except FileExistsError:
+                raise SessionExistsError(f'session "{session_id}" already exists') from None
+            finally:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(temporary)
+            _fsync_dir(session_dir)
+            published = os.stat(final)
+        except BaseException:
+            lock.release()
+            raise
+        events = list(record.events)
+        scan = _Scan(header, events, len(events), len(content), None, 0, events[-1].time if events else None)
+        self._cache.put(final, _revision(published), scan)  # what we just wrote need not be parsed again
+        if not keep_lock:
+            lock.release()
+            return None
+        return _JsonlWriter(self, session_id, _Location(session_dir, final, FORMAT_VERSION), lock, scan)
+
+    # -- BaseStore primitives -----------------------------------------------------------
+
+    def _insert(self, record: StoredRecord) -> None:
+        self._materialize(record, keep_lock=False)
+
+    def _insert_writer(self, record: StoredRecord) -> SessionWriter:
+        writer = self._materialize(record, keep_lock=True)
+        assert writer is not None
+        return writer
+
+    def _writer(self, session_id: str) -> SessionWriter:
+        return self._open_writer(session_id)
+
+    def _open_writer(self, session_id: str) -> _JsonlWriter:
+        location = self._locate(session_id)
+        lock = _Lock.try_acquire(
+            location.session_dir,
+            f'session "{session_id}" is already owned by an active writer '
+            f"(lock held on {location.session_dir / LOCK_FILENAME})",
+        )
+        return _JsonlWriter(self, session_id, location, lock)
+
+    def _header(self, session_id: str) -> SessionHeader:
+        return self._read_header(session_id, self._locate(session_id))
+
+    def _base(self, session_id: str) -> tuple[str, int] | None:
+        return None
+
+    def _own_events(self, session_id: str, from_seq: int) -> Iterator[SessionEvent]:
+        scan = self._scan(session_id)
+        events = scan.events
+        for seq in range(from_seq, scan.count):
+            yield events[seq]
+
+    def _length(self, session_id: str) -> int:
+        return self._scan(session_id).count
+
+    def _append(self, session_id: str, expected_seq: int, events: Sequence[SessionEvent]) -> None:
+        writer = self._open_writer(session_id)
+        try:
+            writer.write(session_id, expected_seq, events)
+        finally:
+            writer.close()
+
+    def _remove(self, session_id: str) -> None:
+        location = self._locate(session_id)
+        lock = _Lock.try_acquire(
+            location.session_dir, f'session "{session_id}" cannot be deleted while a writer holds it'
+        )
+        try:
+            for name in os.listdir(location.session_dir):
+                if (
+                    parse_generation_filename(name, compressed=True) is not None
+                    or parse_generation_filename(name, compressed=False) is not None
+                    or name.endswith(".tmp")
+                ):
+                    os.unlink(location.session_dir / name)
+            _fsync_dir(location.session_dir)  # the session is gone once no log remains
+            self._cache.drop(location.path)
+            os.unlink(lock.path)
+            # A file someone else put there keeps the directory; without a log it is no session.
+            with contextlib.suppress(OSError):
+                os.rmdir(location.session_dir)
+            _fsync_dir(location.session_dir.parent)
+        finally:
+            lock.release()
+
+    def _ids(self) -> list[str]:
+        return [session_id for session_id, _ in self._scan_root()]
+
+    def _children(self, session_id: str) -> list[str]:
+        return []
+
+    # -- listing ------------------------------------------------------------------------
+
+    def _readable_headers(self) -> list[tuple[str, _Location, SessionHeader]]:
+        """Headers of every listed session; unreadable ones are skipped with a warning, as dsh does."""
+        headers: list[tuple[str, _Location, SessionHeader]] = []
+        for session_id, location in self._scan_root():
+            try:
+                headers.append((session_id, location, self._read_header(session_id, location)))
+            except (CorruptSessionError, FormatVersionError) as error:
+                log.warning("not listing session %s: %s", session_id, error)
+        return headers
+
+    def _forks_of(self, session_id: str) -> list[str]:
+        return sorted(sid for sid, _, header in self._readable_headers() if header.parent_session == session_id)
+
+    def list(self) -> list[SessionInfo]:
+        """Every readable session, newest activity first (headers plus a cheap event count)."""
+        headers = self._readable_headers()
+        forks: dict[str, list[str]] = {}
+        for session_id, _, header in headers:
+            if header.parent_session is not None:
+                forks.setdefault(header.parent_session, []).append(session_id)
+        infos: list[SessionInfo] = []
+        for session_id, location, header in headers:
+            try:
+                scan = self._scan(session_id, location, light=True)
+            except (CorruptSessionError, FormatVersionError) as error:
+                log.warning("not listing session %s: %s", session_id, error)
+                continue
+            updated = header.created_at if scan.last_time is None else max(header.created_at, scan.last_time)
+            infos.append(SessionInfo(session_id, header, scan.count, updated, tuple(sorted(forks.get(session_id, ())))))
+        infos.sort(key=lambda info: (info.updated_at, info.id), reverse=True)
+        return infos
+
+
+class _JsonlWriter:
+    """The single writer of one session: holds its lock and appends conditional batches."""
+
+    def __init__(
+        self, store: JsonlStore, session_id: str, location: _Location, lock: _Lock, scan: _Scan | None = None
+    ) -> None:
+        self._store = store
+        self._session_id = session_id
+        self._location = location
+        self._lock = lock
+        self._scan = scan
+        self._mutex = threading.Lock()
+
+    def write(self, session_id: str, expected_seq: int, events: Sequence[SessionEvent]) -> None:
+        if session_id != self._session_id:
+            raise StoreError(f'this writer belongs to session "{self._session_id}", not "{session_id}"')
+        if not events:
+            return
+        with self._mutex:
+            if not self._lock.held:
+                raise StoreError(f'session "{session_id}": the writer was closed')
+            scan = self._current()
+            if scan.count != expected_seq:
+                raise ConflictError(
+                    f'session "{session_id}" ends at seq {scan.count}, not {expected_seq}',
+                    expected_seq=expected_seq,
+                    actual_seq=scan.count,
+                )
+            self._scan = self._store._append_batch(session_id, self._location, scan, events)
+
+    def _current(self) -> _Scan:
+        """The file's state: what this writer last wrote, unless the file changed since (then rescan)."""
+        scan = self._scan
+        if scan is not None:
+            try:
+                if os.stat(self._location.path).st_size == scan.size:
+                    return scan
+            except FileNotFoundError:
+                raise SessionNotFound(f'session "{self._session_id}" was deleted') from None
+        return self._store._scan(self._session_id, self._location)
+
+    def close(self) -> None:
+        with self._mutex:
+            self._lock.release()
+
+    def __del__(self) -> None:  # a dropped, unclosed session must not keep its session locked
+        with contextlib.suppress(Exception):  # interpreter shutdown may have torn down os already
+            self._lock.release()
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def _is_session_id(value: str) -> bool:
+    try:
+        check_session_id(value)
+    except DshError:
+        return False
+    return True

@@ -26,10 +26,12 @@ ROTATE_EVERY = 25
 def backend_urls(tmp_path):
     return {
         "sqlite": f"sqlite:///{tmp_path}/crash.db",
+        "jsonl": f"jsonl:///{tmp_path}/crash-plain?compression=none",
+        "jsonl+zstd": f"jsonl:///{tmp_path}/crash-zstd?compression=zstd",
     }
 
 
-@pytest.fixture(params=["sqlite"])
+@pytest.fixture(params=["sqlite", "jsonl", "jsonl+zstd"])
 def url(request, tmp_path):
     return backend_urls(tmp_path)[request.param]
 

@@ -38,9 +38,13 @@ def _append_turns(url: str, session_id: str, writer: int, results, barrier) -> N
     results.put((writer, won, conflicts))
 
 
-@pytest.fixture(params=["sqlite"])
+@pytest.fixture(params=["sqlite", "jsonl", "jsonl+zstd"])
 def url(request, tmp_path):
-    return {"sqlite": f"sqlite:///{tmp_path}/two.db"}[request.param]
+    return {
+        "sqlite": f"sqlite:///{tmp_path}/two.db",
+        "jsonl": f"jsonl:///{tmp_path}/two-plain?compression=none",
+        "jsonl+zstd": f"jsonl:///{tmp_path}/two-zstd?compression=zstd",
+    }[request.param]
 
 
 def test_two_processes_never_interleave(url):

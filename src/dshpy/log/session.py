@@ -239,7 +239,7 @@ class Session:
                     )
                 sources = tuple(source_event_seqs)
             event = SessionEvent(type, seq, self._clock(), frozen, op, sources, ignorable)
-            self._admit(event)
+            self._admit(event, built=True)
             self._arm_write_behind()
             return event
 
@@ -369,9 +369,10 @@ class Session:
         trial._listeners = []
         return trial
 
-    def _admit(self, event: SessionEvent, *, restoring: bool = False) -> None:
+    def _admit(self, event: SessionEvent, *, restoring: bool = False, built: bool = False) -> None:
         seq = len(self._events)
-        event = checked_event(event)
+        if not built:  # append() assembles its event from checked parts; anything else is checked here
+            event = checked_event(event)
         if event.seq != seq:
             raise EventError(
                 f"session event seq {event.seq} is not contiguous; expected {seq}", event_type=event.type, seq=event.seq

@@ -28,7 +28,6 @@ from dshpy.core.events import encode_event
 from dshpy.storage.urls import _BACKENDS
 from dshpy.testing.builders import TurnScript
 
-
 ROUNDS = 3
 
 

@@ -5,6 +5,12 @@ from storage or synthesized by repair: lossless-JSON snapshot, per-type data
 checks, surface plan, lifecycle check — and only then commit. A refused event
 leaves the log, the surface and the derived history exactly as they were.
 
+Layers above the log may add *append guards* (:meth:`Session.add_guard`): checks
+that run last in the pipeline, after every structural rule and before commit, and
+refuse a candidate by raising :class:`~dshpy.errors.EventError`. The ``lifecycle``
+projection uses one to refuse illegal state transitions and appends to an archived
+session; the log itself stays ignorant of what the guards enforce.
+
 Appends buffer in memory; :meth:`Session.flush` hands the unflushed tail to the
 store as one conditional batch. A session is a single writer: a second handle on
 the same id that flushes from a stale position gets :class:`ConflictError`.
@@ -30,11 +36,19 @@ from dshpy.log.invariants import Lifecycle, orphan_compactions
 from dshpy.log.messages import LogView, Message, message_of
 from dshpy.log.surface import Surface
 
-__all__ = ["EventListener", "Session", "SessionWriter"]
+__all__ = ["AppendGuard", "EventListener", "Session", "SessionWriter"]
 
 log = logging.getLogger("dshpy.session")
 
 EventListener = Callable[["Session", SessionEvent], None]
+
+AppendGuard = Callable[["Session", SessionEvent], None]
+"""``guard(session, candidate)``: raise an :class:`EventError` to refuse ``candidate``.
+
+``session`` holds exactly the events before the candidate. Inside
+:meth:`Session.append_events` that is a throwaway trial copy which already holds
+the batch's earlier events, so a guard must read the log from the session it is
+given, never from a session it captured."""
 
 
 class SessionWriter(Protocol):
@@ -80,6 +94,7 @@ class Session:
         self._inherited = 0
         self._seeded = False
         self._listeners: list[EventListener] = []
+        self._guards: list[AppendGuard] = []
         self._clock = clock
         self._writer = writer
         self._read_only = read_only
@@ -251,14 +266,15 @@ class Session:
         """
         with self._io:
             self._check_writable()
-            batch = list(events)
             trial = self._fork_state()
-            for event in batch:
+            start = len(trial._events)
+            for event in events:
                 trial._admit(event)  # raises before anything reaches self
-            for event in batch:
-                self._admit(event)
+            admitted = trial._events[start:]  # the checked (sealed) copies the log will hold
+            for event in admitted:
+                self._admit(event, built=True)
             self._arm_write_behind()
-            return batch
+            return admitted
 
     def flush(self) -> int:
         """Hand the pending events to the store as one conditional batch; returns their count.
@@ -348,6 +364,18 @@ class Session:
         self._listeners.append(listener)
         return lambda: self._listeners.remove(listener) if listener in self._listeners else None
 
+    def add_guard(self, guard: AppendGuard) -> Callable[[], None]:
+        """Check every later append with ``guard(session, candidate)`` before it commits; returns a remover.
+
+        Guards run after the log's own rules, in the order they were added, for
+        :meth:`append` and :meth:`append_events` alike (never for the events a
+        session is restored from: a stored log is what it is). A guard refuses by
+        raising :class:`~dshpy.errors.EventError` (or a subclass); nothing is then
+        committed. Guards must not append.
+        """
+        self._guards.append(guard)
+        return lambda: self._guards.remove(guard) if guard in self._guards else None
+
     # -- admission ----------------------------------------------------------------
 
     def _check_writable(self) -> None:
@@ -367,6 +395,7 @@ class Session:
         trial._seeded = self._seeded
         trial._request_header = None
         trial._listeners = []
+        trial._guards = list(self._guards)
         return trial
 
     def _admit(self, event: SessionEvent, *, restoring: bool = False, built: bool = False) -> None:
@@ -403,6 +432,9 @@ class Session:
                 )
         plan = self._surface.plan(event, self._events)
         self._lifecycle.check(event, self._events, self._surface)
+        if self._guards and not restoring:
+            for guard in tuple(self._guards):
+                guard(self, event)
         # commit: nothing below may raise
         self._events.append(event)
         self._surface.commit(plan)

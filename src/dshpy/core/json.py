@@ -232,37 +232,24 @@ def seal_parsed(value: Any) -> JsonValue:
 
 def _seal_parsed(value: Any, depth: int) -> JsonValue:
     kind = type(value)
-    if kind is dict:
-        if depth >= MAX_DEPTH:
-            raise NotJsonError(f"nesting deeper than {MAX_DEPTH} levels")
-        for key, item in value.items():
-            item_kind = type(item)
-            if item_kind is dict or item_kind is list:
-                try:
-                    value[key] = _seal_parsed(item, depth + 1)
-                except NotJsonError as error:
-                    raise error._inside(f".{key}") from None
-            elif (item_kind is int and not -MAX_SAFE_INTEGER <= item <= MAX_SAFE_INTEGER) or (
-                item_kind is float and item == 0.0 and math.copysign(1.0, item) < 0
-            ):
-                raise NotJsonError("number JSON readers cannot keep exactly")._inside(f".{key}")
-        return _SealedDict(value)
-    if kind is list:
-        if depth >= MAX_DEPTH:
-            raise NotJsonError(f"nesting deeper than {MAX_DEPTH} levels")
-        for index, item in enumerate(value):
-            item_kind = type(item)
-            if item_kind is dict or item_kind is list:
-                try:
-                    value[index] = _seal_parsed(item, depth + 1)
-                except NotJsonError as error:
-                    raise error._inside(f"[{index}]") from None
-            elif (item_kind is int and not -MAX_SAFE_INTEGER <= item <= MAX_SAFE_INTEGER) or (
-                item_kind is float and item == 0.0 and math.copysign(1.0, item) < 0
-            ):
-                raise NotJsonError("number JSON readers cannot keep exactly")._inside(f"[{index}]")
-        return _SealedList(value)
-    return _scalar(value) if kind is int or kind is float else value
+    if kind is not dict and kind is not list:
+        return _scalar(value) if kind is int or kind is float else value
+    if depth >= MAX_DEPTH:
+        raise NotJsonError(f"nesting deeper than {MAX_DEPTH} levels")
+    is_dict = kind is dict
+    for slot, item in value.items() if is_dict else enumerate(value):
+        item_kind = type(item)
+        if item_kind is dict or item_kind is list:
+            try:
+                value[slot] = _seal_parsed(item, depth + 1)  # replacing a value keeps the dict's size
+            except NotJsonError as error:
+                raise error._inside(f".{slot}" if is_dict else f"[{slot}]") from None
+        elif (item_kind is int and not -MAX_SAFE_INTEGER <= item <= MAX_SAFE_INTEGER) or (
+            item_kind is float and item == 0.0 and math.copysign(1.0, item) < 0
+        ):
+            error = NotJsonError("number JSON readers cannot keep exactly")
+            raise error._inside(f".{slot}" if is_dict else f"[{slot}]")
+    return _SealedDict(value) if is_dict else _SealedList(value)
 
 
 def thaw(value: JsonValue) -> Any:

@@ -247,8 +247,8 @@ def _seal_parsed(value: Any, depth: int) -> JsonValue:
         elif (item_kind is int and not -MAX_SAFE_INTEGER <= item <= MAX_SAFE_INTEGER) or (
             item_kind is float and item == 0.0 and math.copysign(1.0, item) < 0
         ):
-            error = NotJsonError("number JSON readers cannot keep exactly")
-            raise error._inside(f".{slot}" if is_dict else f"[{slot}]")
+            problem = NotJsonError("number JSON readers cannot keep exactly")
+            raise problem._inside(f".{slot}" if is_dict else f"[{slot}]")
     return _SealedDict(value) if is_dict else _SealedList(value)
 
 

@@ -18,10 +18,14 @@ from dshpy.errors import (
     FormatVersionError,
     InvalidSessionIdError,
     InvariantError,
+    LifecycleError,
+    ProjectionError,
     ReadOnlySessionError,
+    SessionArchivedError,
     SessionExistsError,
     SessionNotFound,
     StoreError,
+    StoreUnavailableError,
     SurfaceError,
     UnknownEventTypeError,
 )
@@ -32,6 +36,16 @@ from dshpy.log.messages import Message
 from dshpy.log.repair import interrupted_turn_closers, open_turn_closers
 from dshpy.log.session import Session
 from dshpy.log.versions import DEFAULT_CHAIN, Migration, MigrationChain
+from dshpy.projections import (
+    CachedState,
+    ProjectionDefinition,
+    ProjectionRegistry,
+    ProjectionRunner,
+    ProjectionState,
+    set_lifecycle,
+    snapshot,
+    state_of,
+)
 from dshpy.storage import BaseStore, MemoryStore, SessionInfo, SessionStore, open_store
 
 __version__ = "0.1.0.dev0"
@@ -43,6 +57,7 @@ __all__ = [
     "KNOWN_EVENT_TYPES",
     "SURFACE_EVENT_TYPES",
     "BaseStore",
+    "CachedState",
     "ConflictError",
     "CorruptSessionError",
     "DshError",
@@ -55,12 +70,19 @@ __all__ = [
     "InvalidSessionIdError",
     "InvariantError",
     "Lifecycle",
+    "LifecycleError",
     "MemoryStore",
     "Message",
     "Migration",
     "MigrationChain",
+    "ProjectionDefinition",
+    "ProjectionError",
+    "ProjectionRegistry",
+    "ProjectionRunner",
+    "ProjectionState",
     "ReadOnlySessionError",
     "Session",
+    "SessionArchivedError",
     "SessionEvent",
     "SessionExistsError",
     "SessionHeader",
@@ -68,6 +90,7 @@ __all__ = [
     "SessionNotFound",
     "SessionStore",
     "StoreError",
+    "StoreUnavailableError",
     "SurfaceError",
     "SurfaceOp",
     "SurfaceReplace",
@@ -83,6 +106,9 @@ __all__ = [
     "open_store",
     "open_turn_closers",
     "plan_fork",
+    "set_lifecycle",
+    "snapshot",
+    "state_of",
     "thaw",
     "validate",
 ]

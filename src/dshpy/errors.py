@@ -5,14 +5,18 @@ Callers catch the branch that matches what they can do about it::
     DshError                      anything dshpy refused or could not do
     ├── EventError                an event (or its data) is malformed; nothing was appended
     │   ├── SurfaceError          a surface rule refused it (surfaceOp, sourceEventSeqs, replace)
-    │   └── InvariantError        a lifecycle rule refused it (turn/step nesting, tool pairing)
+    │   ├── InvariantError        a lifecycle rule refused it (turn/step nesting, tool pairing)
+    │   └── LifecycleError        the session state machine refused it (illegal transition)
+    │       └── SessionArchivedError  the session is archived: it takes no more events
     ├── ForkError                 a fork was refused; ``.code`` says why (dsh's codes)
-    ├── ReadOnlySessionError      the session handle cannot append (inspect view, archived)
+    ├── ReadOnlySessionError      the session handle cannot append (inspect view, closed, archived)
+    ├── ProjectionError           a projection was misregistered, unknown, or its cached state unusable
     └── StoreError                persistence failed or refused
         ├── ConflictError         another writer got there first (expected seq was stale)
         ├── SessionNotFound       no session with that id
         ├── SessionExistsError    create() with an id that is already taken
         ├── InvalidSessionIdError the id is not a safe session id
+        ├── StoreUnavailableError the store could not be reached or the connection broke mid-request
         ├── CorruptSessionError   stored bytes are damaged before the recoverable tail
         └── FormatVersionError    stored data uses a format this build cannot read
             └── UnknownEventTypeError  a required (non-ignorable) event type we do not know
@@ -32,10 +36,14 @@ __all__ = [
     "FormatVersionError",
     "InvalidSessionIdError",
     "InvariantError",
+    "LifecycleError",
+    "ProjectionError",
     "ReadOnlySessionError",
+    "SessionArchivedError",
     "SessionExistsError",
     "SessionNotFound",
     "StoreError",
+    "StoreUnavailableError",
     "SurfaceError",
     "UnknownEventTypeError",
 ]
@@ -73,6 +81,30 @@ class InvariantError(EventError):
         self.rule = rule
 
 
+class LifecycleError(EventError):
+    """The session lifecycle (created → active ⇄ paused → completed | failed → archived) refused the event.
+
+    Raised at append by the ``lifecycle`` projection's guard: an illegal
+    ``plugin:dshpy/session-state`` transition, or a ``turn/start`` while the session
+    is not running. ``state`` is the session's state before the candidate and
+    ``target`` the state it asked for (``None`` when the candidate was not a
+    state record).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        state: str,
+        target: str | None = None,
+        event_type: str | None = None,
+        seq: int | None = None,
+    ) -> None:
+        super().__init__(message, event_type=event_type, seq=seq)
+        self.state = state
+        self.target = target
+
+
 class ForkError(DshError):
     """A fork was refused; nothing was created.
 
@@ -87,6 +119,19 @@ class ForkError(DshError):
 
 class ReadOnlySessionError(DshError):
     """The session handle is read-only (an ``inspect`` view, or a closed handle)."""
+
+
+class SessionArchivedError(LifecycleError, ReadOnlySessionError):
+    """The session is archived, which makes it read-only: every append is refused.
+
+    It is a :class:`LifecycleError` (the state machine refused the event) and a
+    :class:`ReadOnlySessionError` (the handle cannot append), so either catch works.
+    """
+
+
+class ProjectionError(DshError):
+    """A projection request was refused: a key registered twice with a different
+    definition or ``state_version``, an unknown key, or cached state that does not validate."""
 
 
 class StoreError(DshError):
@@ -119,6 +164,15 @@ class SessionExistsError(StoreError):
 
 class InvalidSessionIdError(StoreError, ValueError):
     """The session id is not of the accepted shape; nothing was touched."""
+
+
+class StoreUnavailableError(StoreError):
+    """The store could not be reached, or the connection broke while a request was in flight.
+
+    A write that raised this may or may not have committed (the reply can be lost after
+    the commit). Retrying it is safe: an identical re-sent batch is recognized as already
+    stored and succeeds without writing, and anything else gets :class:`ConflictError`.
+    """
 
 
 class CorruptSessionError(StoreError):

@@ -2,12 +2,18 @@
 
 import dshpy
 
-EXPECTED = {
+PROJECTIONS = {
+    "CachedState", "LifecycleError", "ProjectionDefinition", "ProjectionError", "ProjectionRegistry",
+    "ProjectionRunner", "ProjectionState", "SessionArchivedError", "set_lifecycle", "snapshot", "state_of",
+}
+
+EXPECTED = PROJECTIONS | {
     "DEFAULT_CHAIN", "EVENT_DATA_SHAPES", "FORMAT_VERSION", "KNOWN_EVENT_TYPES", "SURFACE_EVENT_TYPES",
     "BaseStore", "ConflictError", "CorruptSessionError", "DshError", "EventError", "ForkError", "ForkPlan",
     "FormatVersionError", "FrozenDict", "FrozenList", "InvalidSessionIdError", "InvariantError", "Lifecycle",
     "MemoryStore", "Message", "Migration", "MigrationChain", "ReadOnlySessionError", "Session", "SessionEvent",
     "SessionExistsError", "SessionHeader", "SessionInfo", "SessionNotFound", "SessionStore", "StoreError",
+    "StoreUnavailableError",
     "SurfaceError", "SurfaceOp", "SurfaceReplace", "UnknownEventTypeError", "__version__", "check_session_id",
     "decode_event", "encode_event", "freeze_json", "interrupted_turn_closers", "new_message_id", "new_session_id",
     "open_store", "open_turn_closers", "plan_fork", "thaw", "validate",
@@ -29,10 +35,15 @@ def test_error_tree():
     assert issubclass(dshpy.SessionNotFound, dshpy.StoreError)
     assert issubclass(dshpy.CorruptSessionError, dshpy.StoreError)
     assert issubclass(dshpy.FormatVersionError, dshpy.StoreError)
+    assert issubclass(dshpy.StoreUnavailableError, dshpy.StoreError)
     assert issubclass(dshpy.UnknownEventTypeError, dshpy.FormatVersionError)
     assert issubclass(dshpy.StoreError, dshpy.DshError)
     assert issubclass(dshpy.InvariantError, dshpy.DshError)
     assert issubclass(dshpy.ForkError, dshpy.DshError)
+    assert issubclass(dshpy.LifecycleError, dshpy.EventError)
+    assert issubclass(dshpy.SessionArchivedError, dshpy.LifecycleError)
+    assert issubclass(dshpy.SessionArchivedError, dshpy.ReadOnlySessionError)
+    assert issubclass(dshpy.ProjectionError, dshpy.DshError)
 
 
 def test_open_store_rejects_unknown_schemes_clearly():

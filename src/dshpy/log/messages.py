@@ -94,7 +94,7 @@ class LogView(Sequence[T], Generic[T]):
     def __getitem__(self, index: slice) -> list[T]: ...
     def __getitem__(self, index: int | slice) -> T | list[T]:
         if isinstance(index, slice):
-            return self._items[: self._length][index]
+            return self._items[slice(*index.indices(self._length))]  # copies the slice only
         if index < 0:
             index += self._length
         if not 0 <= index < self._length:

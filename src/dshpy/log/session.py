@@ -23,7 +23,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from types import TracebackType
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from dshpy.core.events import SessionEvent, SurfaceOp, checked_event, is_seq, parse_surface_op
 from dshpy.core.ids import check_session_id, new_session_id
@@ -63,6 +63,26 @@ class SessionWriter(Protocol):
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+class _TrialLog:
+    """The log plus trial candidates, without copying the log (admission reads earlier events by seq)."""
+
+    __slots__ = ("_base", "_base_length", "_extra")
+
+    def __init__(self, base: list[SessionEvent]) -> None:
+        self._base = base
+        self._base_length = len(base)
+        self._extra: list[SessionEvent] = []
+
+    def __len__(self) -> int:
+        return self._base_length + len(self._extra)
+
+    def __getitem__(self, seq: int) -> SessionEvent:
+        return self._base[seq] if seq < self._base_length else self._extra[seq - self._base_length]
+
+    def append(self, event: SessionEvent) -> None:
+        self._extra.append(event)
 
 
 class Session:
@@ -270,7 +290,7 @@ class Session:
             start = len(trial._events)
             for event in events:
                 trial._admit(event)  # raises before anything reaches self
-            admitted = trial._events[start:]  # the checked (sealed) copies the log will hold
+            admitted = [trial._events[seq] for seq in range(start, len(trial._events))]  # the sealed copies
             for event in admitted:
                 self._admit(event, built=True)
             self._arm_write_behind()
@@ -360,9 +380,14 @@ class Session:
         self._writer = writer
 
     def subscribe(self, listener: EventListener) -> Callable[[], None]:
-        """Call ``listener(session, event)`` after each committed append; returns an unsubscribe."""
-        self._listeners.append(listener)
-        return lambda: self._listeners.remove(listener) if listener in self._listeners else None
+        """Call ``listener(session, event)`` after each committed append; returns an unsubscribe.
+
+        The unsubscribe holds the listener list, not the session, so keeping it does not
+        keep the session alive.
+        """
+        listeners = self._listeners
+        listeners.append(listener)
+        return lambda: listeners.remove(listener) if listener in listeners else None
 
     def add_guard(self, guard: AppendGuard) -> Callable[[], None]:
         """Check every later append with ``guard(session, candidate)`` before it commits; returns a remover.
@@ -373,8 +398,9 @@ class Session:
         raising :class:`~dshpy.errors.EventError` (or a subclass); nothing is then
         committed. Guards must not append.
         """
-        self._guards.append(guard)
-        return lambda: self._guards.remove(guard) if guard in self._guards else None
+        guards = self._guards
+        guards.append(guard)
+        return lambda: guards.remove(guard) if guard in guards else None  # holds the list, not the session
 
     # -- admission ----------------------------------------------------------------
 
@@ -388,7 +414,7 @@ class Session:
         """A throwaway copy of the admission state (shares immutable events)."""
         trial = Session.__new__(Session)
         trial._header = self._header
-        trial._events = list(self._events)
+        trial._events = cast("list[SessionEvent]", _TrialLog(self._events))
         trial._surface = self._surface.copy()
         trial._lifecycle = self._lifecycle.copy()
         trial._inherited = self._inherited

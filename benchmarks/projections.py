@@ -1,0 +1,229 @@
+"""Projection benchmarks: what the built-in projections cost per append, and what a cache saves on open.
+
+Run: .venv/bin/python benchmarks/projections.py [--quick] [--json] [--only NAME ...]
+
+Sections (``--only`` picks some; each is a function in :data:`SECTIONS` returning a
+JSON-able dict that :func:`main` prints and adds to the ``--json`` line):
+
+1. ``per_append`` — the cost of folding one event through all built-in projections
+   (``turn_boundary``, ``usage``, ``stats``, ``title``, ``todos``, ``lifecycle``) at
+   1k, 10k and 100k events. It must be flat: the runner folds each event once and
+   never re-reads the log. Shown beside it: the append itself, and append +
+   projections as a caller sees them (the runner attached, its guard included).
+2. ``open`` — attaching the built-ins to an opened 100k-event session: a cold fold of
+   the whole log, against seeding from cache rows written 50 events before the end
+   (what ``store.open`` will do with a warm projection cache), and at the end.
+3. (to come with the store's projection cache, issue #5 part 2) ``sessions_list`` —
+   ``dshpy sessions list`` over 10,000 sessions x 50 events, timed as a whole CLI
+   process with a warm cache; add it to :data:`SECTIONS`.
+
+The log is realistic: TurnScript turns (3 steps, 2 tool calls per step) with a
+``todo/write`` after each, replayed event by event with their original seqs. The
+sizes take turns in blocks of ``BLOCK`` appends so machine load falls on all alike;
+per-append numbers are medians of many single timings, with the cyclic GC off
+while timing, as ``timeit`` does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gc
+import statistics
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import orjson
+
+import dshpy
+from dshpy.projections import BUILTINS, CachedState, ProjectionRegistry, ProjectionRunner, attach
+from dshpy.testing.builders import TurnScript
+
+BLOCK = 50
+TAIL = 50
+
+
+@contextlib.contextmanager
+def no_gc() -> Iterator[None]:
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+def build_log(count: int) -> tuple[dshpy.SessionHeader, list[dshpy.SessionEvent]]:
+    session = dshpy.Session.new(cwd="/bench")
+    script = TurnScript(session)
+    while len(session) < count:
+        script.turn(f"turn {session.next_turn}: read the files and report", steps=3, tools_per_step=2)
+        session.append("todo/write", {"todos": [{"content": "read", "status": "completed"}]})
+    return session.header, list(session.events)
+
+
+def whole_turns(events: Sequence[dshpy.SessionEvent], count: int) -> list[dshpy.SessionEvent]:
+    """The longest prefix of at most ``count`` events that ends between turns."""
+    end = max(i for i, e in enumerate(events[:count]) if e.type == "todo/write")
+    return list(events[: end + 1])
+
+
+def median_us(samples: Sequence[float]) -> float:
+    return statistics.median(samples) * 1e6
+
+
+# -- 1. per append -------------------------------------------------------------------------------
+
+
+def bench_per_append(header: dshpy.SessionHeader, events: list[dshpy.SessionEvent], args: Any) -> dict[str, Any]:
+    """Per size: ``appends`` single-event appends to three sessions holding the same prefix.
+
+    ``bare`` has no projections: its appends are timed, then the same event is handed
+    to a runner that follows it by hand (``fold``: all built-ins, nothing else).
+    ``live`` has the runner attached as a caller has it (``append + projections``).
+    """
+    registry = ProjectionRegistry(BUILTINS)
+    clock = time.perf_counter
+    now = [0]  # appends keep each event's original time, so both sessions fold the same log
+
+    def stamp() -> int:
+        return now[0]
+
+    lanes: dict[int, dict[str, Any]] = {}
+    for size in args.sizes:
+        prefix = whole_turns(events, size)
+        bare = dshpy.Session(header, prefix, clock=stamp)
+        follower = ProjectionRunner(bare, registry)
+        follower.detach()  # fed by hand below, so its fold can be timed alone
+        live = dshpy.Session(header, prefix, clock=stamp)
+        attach(live, registry)
+        lanes[size] = {"bare": bare, "follower": follower, "live": live, "next": len(prefix), "start": len(prefix)}
+    samples: dict[int, dict[str, list[float]]] = {s: {"append": [], "fold": [], "live": []} for s in args.sizes}
+    with no_gc():
+        for _ in range(args.appends // BLOCK):
+            for size, lane in lanes.items():
+                bare, follower, live = lane["bare"], lane["follower"], lane["live"]
+                times = samples[size]
+                for _ in range(BLOCK):
+                    event = events[lane["next"]]
+                    lane["next"] += 1
+                    kind, data, op, sources = event.type, event.data, event.surface_op, event.source_event_seqs
+                    now[0] = event.time
+                    t0 = clock()
+                    committed = bare.append(kind, data, surface_op=op, source_event_seqs=sources)
+                    t1 = clock()
+                    follower._on_event(bare, committed)  # the runner's session listener, called directly
+                    t2 = clock()
+                    live.append(kind, data, surface_op=op, source_event_seqs=sources)
+                    t3 = clock()
+                    times["append"].append(t1 - t0)
+                    times["fold"].append(t2 - t1)
+                    times["live"].append(t3 - t2)
+    out: dict[str, Any] = {}
+    for size, lane in lanes.items():
+        times = samples[size]
+        assert lane["follower"].snapshot() == attach(lane["live"]).snapshot()
+        mix: dict[str, int] = {}
+        for event in events[lane["start"] : lane["next"]]:
+            mix[event.type] = mix.get(event.type, 0) + 1
+        out[str(size)] = {
+            "events": lane["start"],
+            "appended": lane["next"] - lane["start"],
+            "fold_us_median": median_us(times["fold"]),
+            "fold_us_mean": statistics.fmean(times["fold"]) * 1e6,
+            "append_us_median": median_us(times["append"]),
+            "append_with_projections_us_median": median_us(times["live"]),
+            "mix": mix,
+        }
+    return out
+
+
+# -- 2. opening with and without a cache ----------------------------------------------------------
+
+
+def bench_open(header: dshpy.SessionHeader, events: list[dshpy.SessionEvent], args: Any) -> dict[str, Any]:
+    registry = ProjectionRegistry(BUILTINS)
+    log = whole_turns(events, args.open_size)
+    early = dshpy.Session(header, log[: len(log) - TAIL])
+    rows_tail = _through_json(attach(early, registry).checkpoint())
+    rows_end = _through_json(attach(dshpy.Session(header, log), registry).checkpoint())
+
+    def timed(rows: dict[str, CachedState] | None) -> Callable[[], float]:
+        def run() -> float:
+            session = dshpy.Session(header, log)  # restoring is the store's cost, not the projections'
+            with no_gc():
+                t0 = time.perf_counter()
+                runner = ProjectionRunner(session, registry, cached=rows)
+                elapsed = time.perf_counter() - t0
+            expected = "fresh" if rows is None else "cached"
+            assert {s.outcome for s in runner.seeding.values()} == {expected}
+            return elapsed
+
+        return run
+
+    variants = {"cold_fold": timed(None), f"cache_{TAIL}_behind": timed(rows_tail), "cache_at_end": timed(rows_end)}
+    best = {name: min(run() for _ in range(args.rounds)) for name, run in variants.items()}
+    return {"events": len(log), **{f"{name}_ms": seconds * 1e3 for name, seconds in best.items()}}
+
+
+def _through_json(rows: dict[str, CachedState]) -> dict[str, CachedState]:
+    raw = orjson.dumps({key: row.to_json() for key, row in rows.items()})
+    return {key: CachedState.from_json(value) for key, value in orjson.loads(raw).items()}
+
+
+# -- report -------------------------------------------------------------------------------------
+
+SECTIONS: dict[str, Callable[[dshpy.SessionHeader, list[dshpy.SessionEvent], Any], dict[str, Any]]] = {
+    "per_append": bench_per_append,
+    "open": bench_open,
+}
+
+
+def report_per_append(result: dict[str, Any], args: Any) -> None:
+    print(f"1. per append, median of {args.appends} single appends (µs)")
+    print(f"   {'events':>8}{'fold (all built-ins)':>22}{'(mean)':>8}{'append':>9}{'append + projections':>22}")
+    for row in result.values():
+        print(
+            f"   {row['events']:>8}{row['fold_us_median']:>22.1f}{row['fold_us_mean']:>8.1f}"
+            f"{row['append_us_median']:>9.1f}{row['append_with_projections_us_median']:>22.1f}"
+        )
+    mix = next(iter(result.values()))["mix"]
+    print(f"   appended mix: {', '.join(f'{k} {v}' for k, v in sorted(mix.items(), key=lambda kv: -kv[1]))}")
+
+
+def report_open(result: dict[str, Any], args: Any) -> None:
+    print(f"2. attaching the built-ins to an opened {result['events']}-event session (ms, best of {args.rounds})")
+    print(f"   cold fold of the whole log        {result['cold_fold_ms']:>9.1f}")
+    print(f"   cache rows {TAIL} events behind       {result[f'cache_{TAIL}_behind_ms']:>9.1f}")
+    print(f"   cache rows at the end             {result['cache_at_end_ms']:>9.1f}")
+
+
+REPORTS: dict[str, Callable[[dict[str, Any], Any], None]] = {"per_append": report_per_append, "open": report_open}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="smaller sizes (a smoke run)")
+    parser.add_argument("--json", action="store_true", help="also print one JSON line with every number")
+    parser.add_argument("--only", nargs="+", choices=sorted(SECTIONS), help="run only these sections")
+    args = parser.parse_args()
+    args.sizes = (1_000, 10_000) if args.quick else (1_000, 10_000, 100_000)
+    args.appends = 500 if args.quick else 3_000
+    args.open_size = args.sizes[-1]
+    args.rounds = 2 if args.quick else 3
+    started = time.perf_counter()
+    header, events = build_log(args.sizes[-1] + args.appends + 200)
+    results: dict[str, Any] = {}
+    for name in args.only or SECTIONS:
+        results[name] = SECTIONS[name](header, events, args)
+        REPORTS[name](results[name], args)
+        print()
+    elapsed = time.perf_counter() - started
+    print(f"({elapsed:.1f} s)")
+    if args.json:
+        print(orjson.dumps({**results, "seconds": elapsed}).decode())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,196 @@
+"""``usage``: every token the provider billed, failed attempts included, per model.
+
+The seed's point (dsh-05): a failed model attempt still costs money, which is why
+``assistant/attempt`` is logged at all. So the totals add up
+
+* each ``assistant/message``'s ``usage`` (or, if it has none, the last usage chunk of
+  its stream — never both: the message's ``usage`` repeats that chunk), and
+* each ``assistant/attempt``'s last stream usage chunk (an attempt has no top-level
+  ``usage``).
+
+Buckets follow ``TokenUsage``: ``inputTokens`` is *uncached* input only, and
+``cacheReadTokens`` / ``cacheWriteTokens`` are disjoint from it (billed input is the
+sum of the three); ``reasoningTokens`` is a part of ``outputTokens``, reported beside
+it, never added to a total. Malformed counts are skipped, not guessed.
+
+The per-model breakdown names a message's model from its ``source`` (``provider``,
+``model``). An attempt carries no message, so it is billed to the route most recently
+logged before it: ``request/context`` (``provider``, ``model``) or a ``request/header``'s
+``config`` — dsh logs one of them whenever the route changes. An attempt before any
+route is billed to provider and model ``null``. Pricing is not part of the state:
+prices change, tokens do not.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dshpy.core.events import SessionEvent
+from dshpy.projections.builtins._stream import is_count, last_usage
+from dshpy.projections.definition import ProjectionDefinition, ProjectionState
+
+__all__ = ["USAGE", "ModelUsage", "Route", "TokenCounts", "UsageState"]
+
+_BUCKETS = (
+    ("input_tokens", "inputTokens"),
+    ("output_tokens", "outputTokens"),
+    ("cache_read_tokens", "cacheReadTokens"),
+    ("cache_write_tokens", "cacheWriteTokens"),
+    ("reasoning_tokens", "reasoningTokens"),
+)
+
+
+class TokenCounts(ProjectionState):
+    """Token buckets (``TokenUsage`` names): billed input = input + cache read + cache write."""
+
+    input_tokens: int = 0
+    """Uncached input tokens."""
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    reasoning_tokens: int = 0
+    """Part of ``output_tokens``, not in addition to it."""
+
+    def plus(self, other: TokenCounts) -> TokenCounts:
+        return TokenCounts(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
+            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
+            reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
+        )
+
+    @property
+    def billed_input_tokens(self) -> int:
+        return self.input_tokens + self.cache_read_tokens + self.cache_write_tokens
+
+
+def _sample(usage: Any) -> dict[str, int] | None:
+    """A ``TokenUsage`` object's usable buckets by field name; ``None`` if it is not an object."""
+    if not isinstance(usage, dict):
+        return None
+    return {name: usage[wire] for name, wire in _BUCKETS if is_count(usage.get(wire))}
+
+
+def _add(counts: TokenCounts, sample: dict[str, int]) -> TokenCounts:
+    if not sample:
+        return counts
+    current = counts.__dict__
+    return TokenCounts(**{name: current[name] + sample.get(name, 0) for name, _ in _BUCKETS})
+
+
+def token_counts(usage: Any) -> TokenCounts | None:
+    """A ``TokenUsage`` object as counts (bad or missing buckets count 0); ``None`` if it is not an object."""
+    sample = _sample(usage)
+    return None if sample is None else TokenCounts(**sample)
+
+
+class Route(ProjectionState):
+    """The provider and model requests currently go to."""
+
+    provider: str | None = None
+    model: str | None = None
+
+
+class ModelUsage(ProjectionState):
+    """Usage billed to one (provider, model)."""
+
+    provider: str | None
+    model: str | None
+    tokens: TokenCounts = TokenCounts()
+    messages: int = 0
+    """Successful model calls (``assistant/message``)."""
+    failed_attempts: int = 0
+    """Failed model calls (``assistant/attempt``)."""
+
+
+class UsageState(ProjectionState):
+    """Token totals over the whole log, split by model."""
+
+    total: TokenCounts = TokenCounts()
+    messages: int = 0
+    failed_attempts: int = 0
+    by_model: tuple[ModelUsage, ...] = ()
+    """In order of first use."""
+    route: Route | None = None
+    """Where an attempt is billed (internal: the latest ``request/context`` or ``request/header`` route)."""
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _route_of(event: SessionEvent) -> Route | None:
+    data = event.data
+    if event.type == "request/context":
+        config = data
+    else:  # request/header
+        header = data.get("header")
+        config = header.get("config") if isinstance(header, dict) else None
+    if not isinstance(config, dict):
+        return None
+    provider, model = config.get("provider"), config.get("model")
+    return Route(provider=_text(provider), model=_text(model))
+
+
+def _bill(
+    state: UsageState, provider: str | None, model: str | None, sample: dict[str, int] | None, *, failed: bool
+) -> UsageState:
+    tokens = sample or {}
+    entries = list(state.by_model)
+    position = next(
+        (i for i, entry in enumerate(entries) if entry.provider == provider and entry.model == model), len(entries)
+    )
+    if position == len(entries):
+        entries.append(ModelUsage(provider=provider, model=model))
+    entry = entries[position]
+    entries[position] = entry.model_copy(
+        update={
+            "tokens": _add(entry.tokens, tokens),
+            "messages": entry.messages + (0 if failed else 1),
+            "failed_attempts": entry.failed_attempts + (1 if failed else 0),
+        }
+    )
+    return state.model_copy(
+        update={
+            "total": _add(state.total, tokens),
+            "messages": state.messages + (0 if failed else 1),
+            "failed_attempts": state.failed_attempts + (1 if failed else 0),
+            "by_model": tuple(entries),
+        }
+    )
+
+
+def apply_usage(state: UsageState, event: SessionEvent) -> UsageState:
+    kind = event.type
+    data = event.data
+    if not isinstance(data, dict):
+        return state
+    if kind == "assistant/message":
+        usage = data.get("usage")
+        sample = _sample(usage if isinstance(usage, dict) else last_usage(data.get("stream")))
+        message = data.get("message")
+        source = message.get("source") if isinstance(message, dict) else None
+        if not isinstance(source, dict):
+            source = {}
+        return _bill(state, _text(source.get("provider")), _text(source.get("model")), sample, failed=False)
+    if kind == "assistant/attempt":
+        billed = state.route or Route()
+        return _bill(state, billed.provider, billed.model, _sample(last_usage(data.get("stream"))), failed=True)
+    if kind in ("request/context", "request/header"):
+        route = _route_of(event)
+        if route is None or route == state.route:
+            return state
+        return state.model_copy(update={"route": route})
+    return state
+
+
+USAGE: ProjectionDefinition[UsageState] = ProjectionDefinition(
+    key="usage",
+    state_version=1,
+    state_schema=UsageState,
+    init=UsageState,
+    apply=apply_usage,
+    types=frozenset({"assistant/message", "assistant/attempt", "request/context", "request/header"}),
+)
+"""Token usage of successful messages and failed attempts, with a per-model breakdown."""

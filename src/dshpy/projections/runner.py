@@ -1,0 +1,421 @@
+"""Keeping projections current on a live session: fold each committed event once.
+
+A :class:`ProjectionRunner` attaches to one :class:`~dshpy.Session`. On attach it
+brings every definition to the end of the log — from a cached row when the caller
+has a usable one (only the later events are folded), from ``init()`` otherwise —
+then subscribes to the session and folds each committed event exactly once. The
+hot path per append is: one dict lookup for the projections that declared interest
+in the event's type, their ``apply`` calls, and an identity check per result; an
+event no projection cares about costs the lookup alone. The cost does not depend on
+the log's length.
+
+States are published as one immutable ``(as_of_seq, states)`` pair, replaced per
+event, so :func:`snapshot` never mixes two positions even while another thread
+appends. Change listeners hear ``(session, key, state, seq)`` only when a state is
+a new object.
+
+Projections with a ``check`` become an append guard (:meth:`Session.add_guard`):
+the candidate is checked against the state as of the events before it, so the
+runner can refuse an event it would otherwise fold (the lifecycle's illegal
+transitions, appends to an archived session).
+
+For a store's projection cache: open the session, then
+``attach(session, cached=rows)`` with the rows that match the session's identity;
+``runner.seeding`` says which rows were used and which were stale (re-folded); after
+a flush (never before: the cache must not lead the durable log) write
+``runner.checkpoint()``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import weakref
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, NamedTuple, TypedDict, overload
+
+from dshpy.core.events import SessionEvent
+from dshpy.core.json import JsonValue
+from dshpy.errors import ProjectionError
+from dshpy.log.session import Session
+from dshpy.projections.checkpoint import CachedState, SeedOutcome, restore
+from dshpy.projections.definition import ProjectionDefinition, ProjectionState, S, window
+from dshpy.projections.registry import ProjectionRegistry, default_registry
+
+__all__ = [
+    "ChangeListener",
+    "ProjectionRunner",
+    "Seeding",
+    "Snapshot",
+    "attach",
+    "detach",
+    "on_change",
+    "runner_of",
+    "snapshot",
+    "state_of",
+]
+
+log = logging.getLogger("dshpy.projections")
+
+ChangeListener = Callable[[Session, str, Any, int], None]
+"""``listener(session, key, state, seq)``: ``key``'s state became ``state`` at event ``seq``."""
+
+
+class Snapshot(TypedDict):
+    """Dumped states of several projections, all as of the same event."""
+
+    as_of_seq: int
+    """Last seq folded into every value (``-1`` for an empty log)."""
+    values: dict[str, JsonValue]
+
+
+class Seeding(NamedTuple):
+    """How a runner started one projection: ``outcome`` and the first seq it folded."""
+
+    outcome: SeedOutcome
+    from_seq: int
+
+
+class ProjectionRunner:
+    """Incremental folding of a set of projections over one live session.
+
+    Create it with :func:`attach` (one runner per session); reading functions
+    (:func:`state_of`, :func:`snapshot`) attach one with the default registry on
+    first use.
+    """
+
+    def __init__(
+        self,
+        session: Session,
+        definitions: Iterable[ProjectionDefinition[Any]],
+        *,
+        cached: Mapping[str, CachedState] | None = None,
+    ) -> None:
+        self._session = weakref.ref(session)
+        self._lock = threading.RLock()
+        self._defs: list[ProjectionDefinition[Any]] = []
+        self._index: dict[str, int] = {}
+        self._applies: list[Callable[[Any, SessionEvent], Any]] = []
+        self._routes: dict[str, tuple[int, ...]] = {}
+        self._checks: tuple[int, ...] = ()
+        self._listeners: list[ChangeListener] = []
+        self._dumps: dict[int, tuple[Any, JsonValue]] = {}
+        self._seeding: dict[str, Seeding] = {}
+        self._remove_guard: Callable[[], None] | None = None
+        rows = cached or {}
+        with self._lock:
+            events = session.events
+            states: list[Any] = []
+            for definition in definitions:
+                if definition.key in self._index:
+                    raise ProjectionError(f'projection "{definition.key}" given twice')
+                restored = restore(definition, rows.get(definition.key), events)
+                self._seeding[definition.key] = Seeding(restored.outcome, restored.from_seq)
+                self._install(definition)
+                states.append(restored.state)
+            self._view: tuple[int, tuple[Any, ...]] = (len(events) - 1, tuple(states))
+            self._unsubscribe = session.subscribe(self._on_event)
+            self._update_guard(session)
+            self._catch_up(session)  # events appended by another thread while we folded
+
+    # -- reading ------------------------------------------------------------------
+
+    @property
+    def session(self) -> Session | None:
+        """The session (``None`` once it has been garbage-collected)."""
+        return self._session()
+
+    @property
+    def as_of_seq(self) -> int:
+        """The last seq folded into every state (``-1`` for an empty log)."""
+        return self._view[0]
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        return tuple(d.key for d in self._defs)
+
+    @property
+    def seeding(self) -> Mapping[str, Seeding]:
+        """Per key, how the state was started at attach (``cached`` rows vs re-folds)."""
+        return dict(self._seeding)
+
+    def definition(self, key: str) -> ProjectionDefinition[Any]:
+        return self._defs[self._position(key)]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._index
+
+    @overload
+    def state(self, key: ProjectionDefinition[S]) -> S: ...
+    @overload
+    def state(self, key: str) -> ProjectionState: ...
+    def state(self, key: str | ProjectionDefinition[Any]) -> Any:
+        """The current state of ``key`` (a key or the definition itself, for a typed result)."""
+        name = key.key if isinstance(key, ProjectionDefinition) else key
+        return self._view[1][self._position(name)]
+
+    def snapshot(self, keys: Iterable[str] | None = None) -> Snapshot:
+        """``{"as_of_seq", "values": {key: dumped state}}`` for ``keys`` (default: all), one position."""
+        seq, states = self._view
+        names = self.keys if keys is None else tuple(keys)
+        values: dict[str, JsonValue] = {}
+        for name in names:
+            index = self._position(name)
+            values[name] = self._dump(index, states[index])
+        return {"as_of_seq": seq, "values": values}
+
+    def checkpoint(self, keys: Iterable[str] | None = None) -> dict[str, CachedState]:
+        """Cache rows for ``keys`` (default: all), all at :attr:`as_of_seq`.
+
+        Write them only once the session's log is flushed through that seq.
+        """
+        seq, states = self._view
+        names = self.keys if keys is None else tuple(keys)
+        rows: dict[str, CachedState] = {}
+        for name in names:
+            index = self._position(name)
+            rows[name] = CachedState(self._defs[index].state_version, seq, self._dump(index, states[index]))
+        return rows
+
+    # -- changing what is folded -----------------------------------------------------
+
+    def add(self, definition: ProjectionDefinition[Any]) -> None:
+        """Start folding ``definition`` too (its state is folded from the whole log once)."""
+        session = self._live_session()
+        with self._lock:
+            existing = self._index.get(definition.key)
+            if existing is not None:
+                if self._defs[existing] != definition:
+                    raise ProjectionError(
+                        f'projection "{definition.key}" is already folded by this runner with a different definition'
+                    )
+                return
+            self._catch_up(session)
+            seq, states = self._view
+            state = definition.fold(window(session.events, 0, seq + 1))
+            self._seeding[definition.key] = Seeding("fresh", 0)
+            self._view = (seq, (*states, state))  # the state exists before any index or guard points at it
+            self._install(definition)
+            self._update_guard(session)
+
+    def on_change(self, listener: ChangeListener) -> Callable[[], None]:
+        """Call ``listener(session, key, state, seq)`` whenever a state becomes a new object; returns a remover."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener) if listener in self._listeners else None
+
+    def sync(self) -> None:
+        """Fold any committed events this runner has not seen (normally none: appends notify it)."""
+        session = self._session()
+        if session is not None and len(session) - 1 != self._view[0]:
+            with self._lock:
+                self._catch_up(session)
+
+    def detach(self) -> None:
+        """Stop following the session: no more folding, no more guard."""
+        with self._lock:
+            self._unsubscribe()
+            if self._remove_guard is not None:
+                self._remove_guard()
+                self._remove_guard = None
+            session = self._session()
+            with _runners_lock:
+                if session is not None and _runners.get(session) is self:
+                    del _runners[session]
+
+    # -- internals ----------------------------------------------------------------
+
+    def _position(self, key: str) -> int:
+        index = self._index.get(key)
+        if index is None:
+            known = ", ".join(self._index) or "none"
+            raise ProjectionError(f'projection "{key}" is not folded for this session (folded: {known})')
+        return index
+
+    def _live_session(self) -> Session:
+        session = self._session()
+        if session is None:
+            raise ProjectionError("the session of this projection runner no longer exists")
+        return session
+
+    def _install(self, definition: ProjectionDefinition[Any]) -> None:
+        self._index[definition.key] = len(self._defs)
+        self._defs.append(definition)
+        self._applies.append(definition.apply)
+        self._routes = {}
+        self._checks = tuple(i for i, d in enumerate(self._defs) if d.check is not None)
+
+    def _update_guard(self, session: Session) -> None:
+        if self._checks and self._remove_guard is None:
+            self._remove_guard = session.add_guard(self._guard)
+
+    def _route(self, event_type: str) -> tuple[int, ...]:
+        targets = tuple(i for i, d in enumerate(self._defs) if d.concerns(event_type))
+        self._routes[event_type] = targets
+        return targets
+
+    def _dump(self, index: int, state: Any) -> JsonValue:
+        cached = self._dumps.get(index)
+        if cached is not None and cached[0] is state:
+            return cached[1]
+        dumped = self._defs[index].dump(state)
+        self._dumps[index] = (state, dumped)
+        return dumped
+
+    def _on_event(self, session: Session, event: SessionEvent) -> None:
+        with self._lock:
+            expected = self._view[0] + 1
+            if event.seq == expected:
+                self._fold(session, event)
+            elif event.seq > expected:
+                self._catch_up(session)
+
+    def _catch_up(self, session: Session) -> None:
+        seq = self._view[0]
+        if len(session) - 1 > seq:
+            for event in window(session.events, seq + 1):
+                self._fold(session, event)
+
+    def _fold(self, session: Session, event: SessionEvent) -> None:
+        states = self._view[1]
+        targets = self._routes.get(event.type)
+        if targets is None:
+            targets = self._route(event.type)
+        if not targets:
+            self._view = (event.seq, states)
+            return
+        changed: list[int] = []
+        new_states: list[Any] | None = None
+        applies = self._applies
+        for index in targets:
+            old = states[index]
+            new = applies[index](old, event)
+            if new is not old:
+                if new_states is None:
+                    new_states = list(states)
+                new_states[index] = new
+                changed.append(index)
+        if new_states is None:
+            self._view = (event.seq, states)
+            return
+        states = tuple(new_states)
+        self._view = (event.seq, states)
+        for index in changed:
+            self._notify(session, self._defs[index].key, states[index], event.seq)
+
+    def _notify(self, session: Session, key: str, state: Any, seq: int) -> None:
+        for listener in tuple(self._listeners):
+            try:
+                listener(session, key, state, seq)
+            except Exception:
+                log.exception("projection listener failed on %s at seq %d of %s", key, seq, session.id)
+
+    def _guard(self, session: Session, event: SessionEvent) -> None:
+        seq, states = self._view
+        for index in self._checks:
+            definition = self._defs[index]
+            state = states[index]
+            if event.seq > seq + 1:  # a batch trial: fold the batch's earlier events, commit nothing
+                state = definition.fold(window(session.events, seq + 1, event.seq), state)
+            check = definition.check
+            assert check is not None
+            check(state, event)
+
+    def __repr__(self) -> str:
+        return f"<ProjectionRunner {list(self._index)} as_of_seq={self._view[0]}>"
+
+
+# -- one runner per session ---------------------------------------------------------------
+
+_runners: weakref.WeakKeyDictionary[Session, ProjectionRunner] = weakref.WeakKeyDictionary()
+_runners_lock = threading.Lock()
+
+
+def attach(
+    session: Session,
+    registry: ProjectionRegistry | None = None,
+    *,
+    cached: Mapping[str, CachedState] | None = None,
+) -> ProjectionRunner:
+    """The session's runner, created on first call with ``registry``'s definitions (default: built-ins).
+
+    ``cached`` seeds a new runner from cache rows (key → :class:`CachedState`); stale
+    rows are discarded and those states re-folded (see ``runner.seeding``). Seeding
+    is only possible when the runner is created: passing ``cached`` for a session
+    that already has one raises :class:`~dshpy.errors.ProjectionError`. Calling
+    again with another ``registry`` adds its missing definitions.
+    """
+    chosen = default_registry() if registry is None else registry
+    with _runners_lock:
+        runner = _runners.get(session)
+        if runner is None:
+            runner = ProjectionRunner(session, chosen, cached=cached)
+            _runners[session] = runner
+            return runner
+    if cached is not None:
+        raise ProjectionError(
+            f'session "{session.id}" already has a projection runner; seed it from the cache when the session is '
+            "opened, before anything reads its projections"
+        )
+    if registry is not None:
+        for definition in registry:
+            runner.add(definition)
+    return runner
+
+
+def runner_of(session: Session) -> ProjectionRunner | None:
+    """The session's runner, if one is attached."""
+    return _runners.get(session)
+
+
+def detach(session: Session) -> None:
+    """Detach the session's runner, if any (its guards go with it)."""
+    runner = _runners.get(session)
+    if runner is not None:
+        runner.detach()
+
+
+def _runner_with(session: Session, key: str | ProjectionDefinition[Any]) -> ProjectionRunner:
+    runner = attach(session)
+    name = key.key if isinstance(key, ProjectionDefinition) else key
+    if name not in runner:
+        definition = key if isinstance(key, ProjectionDefinition) else default_registry().get(name)
+        if definition is None:
+            raise ProjectionError(
+                f'no projection "{name}" for session "{session.id}" (folded: {", ".join(runner.keys) or "none"})'
+            )
+        runner.add(definition)
+    runner.sync()
+    return runner
+
+
+@overload
+def state_of(session: Session, key: ProjectionDefinition[S]) -> S: ...
+@overload
+def state_of(session: Session, key: str) -> ProjectionState: ...
+def state_of(session: Session, key: str | ProjectionDefinition[Any]) -> Any:
+    """The current state of projection ``key`` on ``session`` (dsh's ``stateOf``).
+
+    Pass the definition (e.g. ``USAGE``) instead of its key for a typed result. A
+    session without a runner gets one with the default registry; a key the runner
+    does not fold yet (a definition registered later) is folded from the log once.
+    """
+    return _runner_with(session, key).state(key)
+
+
+def snapshot(session: Session, keys: Iterable[str] | None = None) -> Snapshot:
+    """``{"as_of_seq": n, "values": {key: JSON}}`` for ``keys`` (default: every folded projection).
+
+    All values are as of the same event, ``as_of_seq`` (``-1`` for an empty log);
+    they are frozen JSON, safe to share and to serialize.
+    """
+    runner = attach(session)
+    names = None if keys is None else tuple(keys)
+    for name in names or ():
+        _runner_with(session, name)
+    runner.sync()
+    return runner.snapshot(names)
+
+
+def on_change(session: Session, listener: ChangeListener) -> Callable[[], None]:
+    """Call ``listener(session, key, state, seq)`` when one of the session's projection states changes."""
+    return attach(session).on_change(listener)

@@ -1,11 +1,13 @@
 """Storage benchmarks: durable appends against raw baselines, replay, fork cost, bytes per event.
 
-Run: .venv/bin/python benchmarks/storage.py [--quick] [--json]
+Run: .venv/bin/python benchmarks/storage.py [--quick] [--json] [--postgres DSN]
 
 Every ratio compares numbers measured in the same run on the same disk, because the
 machine is shared and absolute numbers drift. Baselines do the same physical work
 without dshpy: raw ``sqlite3`` inserting the same encoded rows with the same pragmas in
 one transaction per batch, and a raw file append + fsync of the same encoded lines.
+With ``--postgres DSN`` (or ``$DSH_TEST_POSTGRES_DSN``) it also measures concurrent
+durable appends on PostgreSQL against raw psycopg (see ``storage_postgres.py``).
 """
 
 from __future__ import annotations
@@ -127,6 +129,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="smaller sizes (a smoke run)")
     parser.add_argument("--json", action="store_true", help="also print one JSON line with every number")
+    parser.add_argument(
+        "--postgres",
+        metavar="DSN",
+        default=os.environ.get("DSH_TEST_POSTGRES_DSN"),
+        help="also measure PostgreSQL (default: $DSH_TEST_POSTGRES_DSN; skipped when neither is set)",
+    )
     args = parser.parse_args()
     append_count = 300 if args.quick else 2000
     large = 5_000 if args.quick else 100_000
@@ -186,6 +194,17 @@ def main() -> None:
             print(f"{name:<12}{large / replay_s:>12.0f}{fork_ms[1_000]:>11.2f}{fork_ms[large]:>12.2f}"
                   f"{fork_bytes[1_000]:>11}{fork_bytes[large]:>12}{per_event:>9.0f}")
             store.close()
+    if args.postgres:
+        from storage_postgres import run as run_postgres  # needs the [postgres] extra
+
+        per_writer = whole_turns(events, 200 if args.quick else 1000)
+        results["postgres"] = run_postgres(
+            args.postgres,
+            per_writer,
+            rounds=ROUNDS,
+            small=whole_turns(events, 1_000),
+            large=whole_turns(events, large),
+        )
     if args.json:
         print(orjson.dumps(results, option=orjson.OPT_NON_STR_KEYS).decode())
 

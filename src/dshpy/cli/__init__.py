@@ -5,8 +5,10 @@ console-script entry point.
 """
 
 from dshpy.cli.app import cli, main
+from dshpy.cli.migrate import migrate
 from dshpy.cli.sessions import sessions
 
 cli.add_command(sessions)
+cli.add_command(migrate)
 
 __all__ = ["cli", "main"]

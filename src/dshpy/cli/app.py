@@ -225,7 +225,8 @@ def _set_json(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
 
 
 _STORE_HELP = (
-    "Store URL: sqlite:///path.db, jsonl:///dir, memory: (default: $DSHPY_STORE, else $DSHPY_HOME/sessions.db)."
+    "Store URL: sqlite:///path.db, jsonl:///dir, postgresql://user@host/db?schema=NAME, memory: "
+    "(default: $DSHPY_STORE, else $DSHPY_HOME/sessions.db)."
 )
 _JSON_HELP = "Print a machine-readable JSON result instead of rich text."
 

@@ -146,6 +146,26 @@ def _events(store: BaseStore, session_id: str, from_seq: int, types: tuple[str, 
     return (event for event in store.read(session_id, from_seq) if matches(event.type))
 
 
+def _follow(state: AppState, store: BaseStore, session_id: str, from_seq: int, types: tuple[str, ...]) -> None:
+    """Print events as they are committed; Ctrl-C is the normal way out (exit 0)."""
+    matches = _matcher(types)
+    follower = store.follow(session_id, from_seq)
+    try:
+        for event in follower:
+            if not matches(event.type):
+                continue
+            if state.json:
+                emit_json_line(event.to_wire())
+            else:
+                state.out.print(render.event_line(event), soft_wrap=True)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        close = getattr(follower, "close", None)
+        if close is not None:
+            close()  # ends a LISTEN connection now rather than at garbage collection
+
+
 @sessions.command("log")
 @session_id_argument
 @click.option("--from", "from_seq", type=click.IntRange(min=0), default=0, show_default=True, help="First seq.")
@@ -156,14 +176,21 @@ def _events(store: BaseStore, session_id: str, from_seq: int, types: tuple[str, 
     metavar="TYPE",
     help="Only events of this type (repeatable; shell-style patterns such as 'turn/*' work).",
 )
+@click.option(
+    "-f", "--follow", is_flag=True, help="Keep printing events as any writer commits them, until Ctrl-C."
+)
 @common_options
 @pass_state
-def log(state: AppState, session_id: str, from_seq: int, types: tuple[str, ...]) -> None:
+def log(state: AppState, session_id: str, from_seq: int, types: tuple[str, ...], follow: bool) -> None:
     """Print the stored events of a session, oldest first.
 
     With --json, each event is printed as its exact dsh v4 wire object, one per line (JSONL).
+    With --follow, new events are printed as they are committed (by any process) until Ctrl-C.
     """
     store = state.open_store(create=False)
+    if follow:
+        _follow(state, store, session_id, from_seq, types)
+        return
     events = _events(store, session_id, from_seq, types)
     if state.json:
         for event in events:

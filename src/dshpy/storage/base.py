@@ -39,6 +39,7 @@ from dshpy.log.header import SessionHeader
 from dshpy.log.repair import interrupted_turn_closers
 from dshpy.log.session import Session, SessionWriter
 from dshpy.log.versions import DEFAULT_CHAIN
+from dshpy.storage.follow import StopSignal, check_follow_args, poll_follow
 
 __all__ = [
     "EXPORT_FORMAT",
@@ -112,6 +113,9 @@ class SessionStore(Protocol):
     def open(self, session_id: str, *, write_behind_ms: int | None = None) -> Session: ...
     def inspect(self, session_id: str) -> Session: ...
     def read(self, session_id: str, from_seq: int = 0) -> Iterator[SessionEvent]: ...
+    def follow(
+        self, session_id: str, from_seq: int = 0, *, poll_interval: float = 0.2, stop: StopSignal = None
+    ) -> Iterator[SessionEvent]: ...
     def append(self, session_id: str, events: Sequence[SessionEvent], *, expected_seq: int) -> None: ...
     def fork(
         self,
@@ -262,6 +266,23 @@ class BaseStore(ABC):
             raise ValueError(f"from_seq must be a non-negative safe integer, got {from_seq!r}")
         self._header(session_id)
         return self._read_chain(session_id, from_seq)
+
+    def follow(
+        self, session_id: str, from_seq: int = 0, *, poll_interval: float = 0.2, stop: StopSignal = None
+    ) -> Iterator[SessionEvent]:
+        """Yield events with seq >= ``from_seq`` as any writer commits them, until ``stop``.
+
+        Stored events come first, then new ones as they are committed (by this process or
+        any other). Reads go by seq, so nothing is skipped or repeated. ``stop`` is a
+        :class:`threading.Event` or a callable returning True; without it the generator
+        runs until closed. This default polls every ``poll_interval`` seconds; backends
+        with change notifications override it to wake up at once. The id and the
+        session's existence are checked before the first event is asked for.
+        """
+        check_session_id(session_id)
+        check_follow_args(from_seq, poll_interval)
+        self._header(session_id)
+        return poll_follow(self.read, session_id, from_seq, poll_interval, stop)
 
     def _read_chain(self, session_id: str, from_seq: int) -> Iterator[SessionEvent]:
         base = self._base(session_id)

@@ -80,9 +80,16 @@ def _jsonl(url: StoreURL) -> BaseStore:
     return JsonlStore.from_url(url)
 
 
+def _postgresql(url: StoreURL) -> BaseStore:
+    from dshpy.storage.postgres import PostgresStore  # needs the [postgres] extra, so imported on use
+
+    return PostgresStore.from_url(url)
+
+
 register_backend("memory", _memory)
 register_backend("sqlite", _sqlite)
 register_backend("jsonl", _jsonl)
+register_backend("postgresql", _postgresql)
 
 
 def dshpy_home() -> Path:

@@ -16,6 +16,7 @@ subclasses. Tests go through the public store API only.
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -276,6 +277,42 @@ class StoreContract:
         assert len(stored) == 2 * len(wins) == 40
         assert [e.seq for e in stored] == list(range(40))
         validate(stored)
+
+    # -- follow -------------------------------------------------------------------------
+
+    def test_follow_yields_stored_then_committed_events_until_stopped(self, store: BaseStore) -> None:
+        session = store.create()
+        TurnScript(session).turn("before")
+        session.flush()
+        stop = threading.Event()
+        deadline = time.monotonic() + 30  # a follower that never wakes fails the test instead of hanging it
+        follower = store.follow(
+            session.id, from_seq=2, poll_interval=0.01, stop=lambda: stop.is_set() or time.monotonic() > deadline
+        )
+        seen = [next(follower) for _ in range(len(session.events) - 2)]  # the stored suffix comes first
+        assert _wire(seen) == _wire(session.events[2:])
+
+        def write() -> None:
+            for index in range(3):
+                TurnScript(session).turn(f"live {index}")
+                session.flush()  # only flushed (committed) events may be followed
+            session.close()
+
+        writer = threading.Thread(target=write)
+        writer.start()
+        try:
+            while len(seen) < 2 or seen[-1].type != "turn/end" or seen[-1].data["turn"] != 4:
+                seen.append(next(follower))
+        finally:
+            writer.join()
+        stop.set()
+        assert list(follower) == []  # ends once stopped
+        assert [e.seq for e in seen] == list(range(2, len(session.events)))  # no gap, no duplicate
+        assert _wire(seen) == _wire(store.read(session.id, 2))
+        with pytest.raises(SessionNotFound):
+            store.follow("nope")
+        with pytest.raises(ValueError, match="from_seq"):
+            store.follow(session.id, -1)
 
     # -- repair -------------------------------------------------------------------------
 

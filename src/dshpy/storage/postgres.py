@@ -1,0 +1,464 @@
+"""``postgresql://user@host:port/db?schema=NAME`` — one store shared by agents on many machines.
+
+Two tables in one PostgreSQL schema (see :mod:`~dshpy.storage.postgres_schema`): a
+``sessions`` row per session (its header record stored as the exact JSON text dsh
+writes, plus the zero-copy fork base) and an ``events`` row per event keyed by
+``(session_id, seq)``, holding the event's exact wire JSON.
+
+Every flush is one transaction, sent as one statement (the schema's ``append_events``
+function, so a flush costs one round trip): lock the session row, compare the stored
+next seq with the writer's expected one, insert the batch and ``pg_notify`` followers,
+commit. Writers on any connection or host are serialized by the row lock, and the
+primary key would refuse an interleaved seq even without it; the loser gets
+:class:`~dshpy.errors.ConflictError`. A connection lost mid-flush rolls the whole batch
+back on the server and raises :class:`~dshpy.errors.StoreUnavailableError`; if the commit
+itself went through and only the reply was lost, re-sending the same batch is
+recognized as already stored (see :meth:`BaseStore._append_checked`).
+
+Forks are zero-copy, as in SQLite: a child row names its parent (``base_id``) and how
+many events it inherits (``base_count``) and stores only its own events.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Collection, Iterator, Sequence
+from contextlib import AbstractContextManager
+from typing import Any
+from urllib.parse import urlencode
+
+import orjson
+import psycopg
+import psycopg_pool
+
+from dshpy.core.events import SessionEvent, decode_event, encode_event
+from dshpy.core.ids import check_session_id
+from dshpy.errors import (
+    ConflictError,
+    CorruptSessionError,
+    DshError,
+    SessionExistsError,
+    SessionNotFound,
+    StoreError,
+    StoreUnavailableError,
+)
+from dshpy.log.header import SessionHeader
+from dshpy.storage.base import BaseStore, SessionInfo, StoredRecord
+from dshpy.storage.follow import StopSignal, check_follow_args
+from dshpy.storage.postgres_connect import (
+    PostgresOptions,
+    StorePool,
+    connect,
+    quote_identifier,
+    translated,
+)
+from dshpy.storage.postgres_follow import notify_follow
+from dshpy.storage.postgres_schema import MIGRATIONS, prepare_schema
+from dshpy.storage.urls import StoreURL, parse_store_url
+
+__all__ = ["PostgresStore"]
+
+_READ_CHUNK = 4096
+_INSERT_CHUNK = 2000
+_TURN_MARKS = ["turn/start", "turn/end"]
+
+
+class _Sql:
+    """Every statement, with the quoted schema filled in once."""
+
+    def __init__(self, schema: str) -> None:
+        s = quote_identifier(schema)
+        self.header = f"SELECT header FROM {s}.sessions WHERE id = %s"
+        self.base = f"SELECT base_id, base_count FROM {s}.sessions WHERE id = %s"
+        self.next_seq = (
+            f"SELECT COALESCE((SELECT max(seq) + 1 FROM {s}.events WHERE session_id = t.id), t.base_count) "
+            f"FROM {s}.sessions t WHERE t.id = %s"
+        )
+        self.events = f"SELECT seq, body FROM {s}.events WHERE session_id = %s AND seq >= %s ORDER BY seq LIMIT %s"
+        self.typed_events = (
+            f"SELECT seq, body FROM {s}.events WHERE session_id = %s AND seq >= %s AND seq < %s "
+            "AND type = ANY(%s) ORDER BY seq LIMIT %s"
+        )
+        self.insert_session = (
+            f"INSERT INTO {s}.sessions (id, header, created_at, cwd, parent_session, base_id, base_count) "
+            "VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (id) DO NOTHING"
+        )
+        self.insert_events = (
+            f"INSERT INTO {s}.events (session_id, seq, type, time, body) "
+            "SELECT %s, * FROM unnest(%b::bigint[], %b::text[], %b::bigint[], %b::text[])"
+        )
+        # FOR NO KEY UPDATE serializes writers of one session (detaching a fork) without blocking
+        # the FOR KEY SHARE locks that foreign-key checks take (forking it, appending to it).
+        self.lock = f"SELECT 1 FROM {s}.sessions WHERE id = %s FOR NO KEY UPDATE"
+        self.append = f"SELECT {s}.append_events(%s, %s, %b::bigint[], %b::text[], %b::bigint[], %b::text[], %s)"
+        self.remove = f"DELETE FROM {s}.sessions WHERE id = %s"
+        self.ids = f'SELECT id FROM {s}.sessions ORDER BY id COLLATE "C"'
+        self.children = f'SELECT id FROM {s}.sessions WHERE base_id = %s ORDER BY id COLLATE "C"'
+        self.detach = f"UPDATE {s}.sessions SET base_id = NULL, base_count = 0 WHERE id = %s"
+        self.last_turn_mark = (
+            f"SELECT seq FROM {s}.events WHERE session_id = %s AND seq <= %s AND type = ANY(%s) "
+            "ORDER BY seq DESC LIMIT 1"
+        )
+        self.infos = f"""
+            SELECT t.id, t.header, t.base_count, t.created_at, last.seq, last.time,
+                   (SELECT array_agg(c.id) FROM {s}.sessions c WHERE c.parent_session = t.id)
+            FROM {s}.sessions t
+            LEFT JOIN LATERAL (
+                SELECT e.seq, e.time FROM {s}.events e WHERE e.session_id = t.id ORDER BY e.seq DESC LIMIT 1
+            ) last ON true"""
+        self.schema_version = f"SELECT count(*) FROM {s}.schema_version"
+
+
+def _columns(events: Sequence[SessionEvent]) -> tuple[list[int], list[str], list[int], list[str]]:
+    """The batch as four parallel arrays: one ``unnest`` insert instead of a statement per row.
+
+    They are sent in binary (``%b``): text arrays in text format would be escaped
+    element by element in Python, which costs more than the insert itself.
+    """
+    return (
+        [e.seq for e in events],
+        [e.type for e in events],
+        [e.time for e in events],
+        [encode_event(e, seq_ranges=False).decode() for e in events],
+    )
+
+
+def _decode(session_id: str, seq: int, body: str) -> SessionEvent:
+    try:
+        event = decode_event(orjson.loads(body), parsed=True)
+    except (orjson.JSONDecodeError, DshError) as error:
+        raise CorruptSessionError(f'session "{session_id}" event {seq} is damaged: {error}') from None
+    if event.seq != seq:
+        raise CorruptSessionError(f'session "{session_id}" row {seq} holds event seq {event.seq}')
+    return event
+
+
+class PostgresStore(BaseStore):
+    """Sessions in a PostgreSQL schema, through a psycopg connection pool.
+
+    ``dsn`` is a ``postgresql://`` URL; ``schema`` (default ``dshpy``), ``pool_min`` and
+    ``pool_max`` may be given as arguments or as query options of the URL, and every
+    other query option goes to libpq. The schema is created or migrated on first use.
+    """
+
+    zero_copy_fork = True
+    follow_resync_s = 5.0
+    """A follower re-reads at least this often even without a notification (one lost
+    NOTIFY, e.g. across a reconnect, only delays events, never loses them)."""
+
+    def __init__(
+        self, dsn: str, *, schema: str | None = None, pool_min: int | None = None, pool_max: int | None = None
+    ) -> None:
+        parsed = parse_store_url(dsn)
+        if parsed.scheme != "postgresql":
+            raise StoreError(f"not a PostgreSQL URL: {parsed.raw!r} (expected postgresql://user@host:port/db)")
+        options = dict(parsed.options)
+        for key, value in (("schema", schema), ("pool_min", pool_min), ("pool_max", pool_max)):
+            if value is not None:
+                options[key] = str(value)
+        self._options = PostgresOptions.parse(parsed.location, options, display=self._masked(parsed.location))
+        self.schema = self._options.schema
+        self.url = f"{parsed.location}?{urlencode(options)}" if options else parsed.location
+        self.channel = f"dshpy:{self.schema}"
+        """The NOTIFY channel of this schema; payloads are ``"<session id> <next seq>"``."""
+        self._sql = _Sql(self.schema)
+        setup = connect(self._options.conninfo)
+        try:
+            self._check_server(setup)
+            self.applied_migrations: tuple[int, ...] = self._prepare(setup)
+            """Schema migrations this store object applied when it opened (usually none)."""
+        finally:
+            setup.close()
+        self._pool = StorePool(self._options)
+
+    @classmethod
+    def from_url(cls, url: StoreURL) -> PostgresStore:
+        return cls(url.raw)
+
+    @staticmethod
+    def _masked(url: str) -> str:
+        """``url`` with any password (``user:password@`` or ``password=``) replaced by ``***``, for messages."""
+        head, sep, rest = url.partition("://")
+        location, query_sep, query = rest.partition("?")
+        userinfo, at, host = location.rpartition("@")
+        if at and ":" in userinfo:
+            location = f"{userinfo.split(':', 1)[0]}:***@{host}"
+        query = re.sub(r"(^|&)password=[^&]*", r"\1password=***", query)
+        return f"{head}{sep}{location}{query_sep}{query}"
+
+    @property
+    def display_url(self) -> str:
+        """:attr:`url` with the password masked, for messages and logs."""
+        return self._masked(self.url)
+
+    def __repr__(self) -> str:
+        return f"<PostgresStore {self.display_url}>"
+
+    # -- connections and schema ----------------------------------------------------------
+
+    def _check_server(self, conn: psycopg.Connection[Any]) -> None:
+        with translated("check the server"):
+            row = conn.execute("SHOW server_encoding").fetchone()
+        if row is None or str(row[0]).upper() not in ("UTF8", "UTF-8"):
+            raise StoreError(
+                f"the database must use UTF8 encoding (it uses {row and row[0]}); create it WITH ENCODING 'UTF8'"
+            )
+
+    def _prepare(self, conn: psycopg.Connection[Any]) -> tuple[int, ...]:
+        with translated(f'prepare schema "{self.schema}"'):
+            return prepare_schema(conn, self.schema)
+
+    def migrate(self) -> tuple[int, ...]:
+        """Bring the schema to this build's version now; returns the versions applied (often none)."""
+        with self._connection(f'migrate schema "{self.schema}"') as conn:
+            return prepare_schema(conn, self.schema)
+
+    @property
+    def schema_version(self) -> int:
+        """The number of schema migrations the database records."""
+        with self._connection("read the schema version") as conn:
+            row = conn.execute(self._sql.schema_version).fetchone()
+        return int(row[0]) if row else 0
+
+    @property
+    def latest_schema_version(self) -> int:
+        return len(MIGRATIONS)
+
+    def _connection(self, what: str) -> AbstractContextManager[psycopg.Connection[Any]]:
+        """A pooled connection; psycopg and pool errors leave as dshpy errors."""
+        return self._pool.connection(what)
+
+    def _rows(self, what: str, query: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        """Run a read. One that met a dropped connection is retried once on a fresh one (reads are idempotent)."""
+        try:
+            with self._connection(what) as conn:
+                return conn.execute(query, params).fetchall()
+        except StoreUnavailableError as error:
+            if isinstance(error.__cause__, psycopg_pool.PoolTimeout):
+                raise  # the server is unreachable or the pool exhausted: retrying at once would not help
+        with self._connection(what) as conn:
+            return conn.execute(query, params).fetchall()
+
+    def close(self) -> None:
+        self._pool.close()
+
+    # -- primitives -------------------------------------------------------------------------
+
+    def _insert_events(self, conn: psycopg.Connection[Any], session_id: str, events: Sequence[SessionEvent]) -> None:
+        for start in range(0, len(events), _INSERT_CHUNK):
+            conn.execute(self._sql.insert_events, (session_id, *_columns(events[start : start + _INSERT_CHUNK])))
+
+    def _insert(self, record: StoredRecord) -> None:
+        header = record.header
+        base_id, base_count = record.base if record.base is not None else (None, 0)
+        with self._connection(f'create session "{header.id}"') as conn:
+            try:
+                with conn.transaction():
+                    created = conn.execute(
+                        self._sql.insert_session,
+                        (
+                            header.id,
+                            orjson.dumps(header.to_record()).decode(),
+                            header.created_at,
+                            header.cwd,
+                            header.parent_session,
+                            base_id,
+                            base_count,
+                        ),
+                    ).rowcount
+                    if not created:
+                        raise SessionExistsError(f'session "{header.id}" already exists')
+                    self._insert_events(conn, header.id, record.events)
+            except psycopg.errors.ForeignKeyViolation:
+                raise SessionNotFound(f'session "{base_id}" not found (deleted while forking)') from None
+
+    def _header_text(self, session_id: str) -> str:
+        rows = self._rows("read a session header", self._sql.header, (session_id,))
+        if not rows:
+            raise SessionNotFound(f'session "{session_id}" not found')
+        return str(rows[0][0])
+
+    @staticmethod
+    def _parse_header(session_id: str, raw: str) -> SessionHeader:
+        try:
+            record = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            raise CorruptSessionError(f'stored header of session "{session_id}" is not JSON') from None
+        header = SessionHeader.from_record(record)
+        if header.id != session_id:
+            raise CorruptSessionError(f'stored header of session "{session_id}" names session "{header.id}"')
+        return header
+
+    def _header(self, session_id: str) -> SessionHeader:
+        return self._parse_header(session_id, self._header_text(session_id))
+
+    def _base(self, session_id: str) -> tuple[str, int] | None:
+        rows = self._rows("read a session", self._sql.base, (session_id,))
+        if not rows:
+            raise SessionNotFound(f'session "{session_id}" not found')
+        base_id, base_count = rows[0]
+        return None if base_id is None else (str(base_id), int(base_count))
+
+    def _length(self, session_id: str) -> int:
+        rows = self._rows("read a session length", self._sql.next_seq, (session_id,))
+        if not rows:
+            raise SessionNotFound(f'session "{session_id}" not found')
+        return int(rows[0][0])
+
+    def _own_events(self, session_id: str, from_seq: int) -> Iterator[SessionEvent]:
+        """Chunked reads; no connection is held while the caller consumes a chunk."""
+        expected = from_seq
+        while True:
+            rows = self._rows("read events", self._sql.events, (session_id, expected, _READ_CHUNK))
+            for seq, body in rows:
+                if seq != expected:
+                    raise CorruptSessionError(
+                        f'session "{session_id}" is missing event {expected} (next stored: {seq})'
+                    )
+                yield _decode(session_id, seq, body)
+                expected += 1
+            if len(rows) < _READ_CHUNK:
+                return
+
+    def _append(self, session_id: str, expected_seq: int, events: Sequence[SessionEvent]) -> None:
+        """One statement: the server-side ``append_events`` locks, compares, inserts and notifies."""
+        params = (session_id, expected_seq, *_columns(events), self.channel)
+        with self._connection(f'append to session "{session_id}"') as conn:
+            try:
+                row = conn.execute(self._sql.append, params).fetchone()
+            except psycopg.errors.UniqueViolation as error:
+                raise ConflictError(
+                    f'session "{session_id}": seq already taken ({error.diag.constraint_name})',
+                    expected_seq=expected_seq,
+                ) from None
+        stored = None if row is None else row[0]
+        if stored is None:
+            raise SessionNotFound(f'session "{session_id}" not found')
+        if stored != expected_seq:
+            raise ConflictError(
+                f'session "{session_id}" ends at seq {stored}, not {expected_seq}: another writer appended first',
+                expected_seq=expected_seq,
+                actual_seq=int(stored),
+            )
+
+    def _remove(self, session_id: str) -> None:
+        with self._connection(f'delete session "{session_id}"') as conn:
+            try:
+                conn.execute(self._sql.remove, (session_id,))
+            except psycopg.errors.ForeignKeyViolation:
+                raise StoreError(
+                    f'session "{session_id}" has forks that share its history (one was created meanwhile); '
+                    "delete them first or pass detach_forks=True"
+                ) from None
+
+    def _ids(self) -> list[str]:
+        return [str(row[0]) for row in self._rows("list sessions", self._sql.ids, ())]
+
+    def _children(self, session_id: str) -> list[str]:
+        return [str(row[0]) for row in self._rows("list forks", self._sql.children, (session_id,))]
+
+    def _rebase(self, session_id: str, prefix: Sequence[SessionEvent]) -> None:
+        with self._connection(f'detach fork "{session_id}"') as conn, conn.transaction():
+            if conn.execute(self._sql.lock, (session_id,)).fetchone() is None:
+                raise SessionNotFound(f'session "{session_id}" not found')
+            self._insert_events(conn, session_id, prefix)
+            conn.execute(self._sql.detach, (session_id,))
+
+    def _turn_window(self, session_id: str, boundary: int) -> list[SessionEvent]:
+        """Seek to the last turn boundary at or before ``boundary`` instead of reading the prefix."""
+        start = self._last_turn_mark(session_id, boundary)
+        return list(itertools.takewhile(lambda e: e.seq <= boundary, self._read_chain(session_id, start)))
+
+    def _last_turn_mark(self, session_id: str, at: int) -> int:
+        rows = self._rows("find a turn boundary", self._sql.last_turn_mark, (session_id, at, _TURN_MARKS))
+        if rows:
+            return int(rows[0][0])
+        base = self._base(session_id)
+        if base is not None and base[1] > 0:
+            return self._last_turn_mark(base[0], min(at, base[1] - 1))
+        return 0
+
+    # -- following ----------------------------------------------------------------------------
+
+    def follow(
+        self, session_id: str, from_seq: int = 0, *, poll_interval: float = 0.2, stop: StopSignal = None
+    ) -> Iterator[SessionEvent]:
+        """Like :meth:`BaseStore.follow`, woken by LISTEN/NOTIFY instead of polling.
+
+        A dedicated connection LISTENs on this schema's channel; every committed
+        append notifies it with the session id and new next seq. The follower still
+        reads by seq: after a reconnect it re-reads from the next unseen seq, and it
+        re-reads every :attr:`follow_resync_s` seconds anyway. ``poll_interval`` bounds
+        how long a ``stop`` takes to be noticed.
+        """
+        check_session_id(session_id)
+        check_follow_args(from_seq, poll_interval)
+        self._header(session_id)
+        return notify_follow(
+            read=self.read,
+            listen=lambda: connect(self._options.conninfo),
+            channel=self.channel,
+            session_id=session_id,
+            from_seq=from_seq,
+            poll_interval=poll_interval,
+            resync_s=self.follow_resync_s,
+            stop=stop,
+        )
+
+    # -- fast metadata ------------------------------------------------------------------------
+
+    def read_types(self, session_id: str, types: Collection[str], from_seq: int = 0) -> Iterator[SessionEvent]:
+        """Stream only the events of ``types`` (filtered in SQL), inherited prefix included."""
+        check_session_id(session_id)
+        if type(from_seq) is not int or from_seq < 0:
+            raise ValueError(f"from_seq must be a non-negative safe integer, got {from_seq!r}")
+        self._header(session_id)
+        return self._typed_chain(session_id, sorted(set(types)), from_seq, None)
+
+    def _typed_chain(
+        self, session_id: str, types: list[str], from_seq: int, until: int | None
+    ) -> Iterator[SessionEvent]:
+        if not types:
+            return
+        base = self._base(session_id)
+        if base is not None and from_seq < base[1]:
+            parent, inherited = base
+            yield from self._typed_chain(parent, types, from_seq, inherited if until is None else min(until, inherited))
+            from_seq = inherited
+        end = (1 << 63) - 1 if until is None else until
+        chunk = 16  # small first: a caller after the first match pays for one short scan
+        while from_seq < end:
+            rows = self._rows("read events", self._sql.typed_events, (session_id, from_seq, end, types, chunk))
+            for seq, body in rows:
+                event = _decode(session_id, seq, body)
+                if event.type not in types:
+                    raise CorruptSessionError(f'session "{session_id}" row {seq} does not hold its indexed event')
+                yield event
+            if len(rows) < chunk:
+                return
+            from_seq = int(rows[-1][0]) + 1
+            chunk = min(chunk * 8, _READ_CHUNK)
+
+    def _infos(self, where: str, params: Sequence[Any]) -> list[SessionInfo]:
+        infos = []
+        for session_id, raw, base_count, created_at, last_seq, last_time, forks in self._rows(
+            "list sessions", self._sql.infos + where, params
+        ):
+            header = self._parse_header(session_id, raw)
+            next_seq = int(base_count) if last_seq is None else int(last_seq) + 1
+            updated_at = int(created_at) if last_time is None else max(int(created_at), int(last_time))
+            infos.append(SessionInfo(session_id, header, next_seq, updated_at, tuple(sorted(forks or ()))))
+        return infos
+
+    def stat(self, session_id: str) -> SessionInfo:
+        check_session_id(session_id)
+        infos = self._infos(" WHERE t.id = %s", (session_id,))
+        if not infos:
+            raise SessionNotFound(f'session "{session_id}" not found')
+        return infos[0]
+
+    def list(self) -> list[SessionInfo]:
+        infos = self._infos("", ())
+        infos.sort(key=lambda info: (info.updated_at, info.id), reverse=True)
+        return infos

@@ -1,0 +1,41 @@
+"""The agent runtime (layer L5): a turn/step loop that writes dsh v4's events, tools, hooks.
+
+* :mod:`~dshpy.agent.loop` — :class:`Agent`: turns, steps, retries, cancellation, checkpoints;
+* :mod:`~dshpy.agent.tools` — ``@tool``, :class:`Tool`, :class:`ToolOutput`, :class:`ToolContext`;
+* :mod:`~dshpy.agent.hooks` — ``turn-start``, ``pre-step``, ``tool-call``, ``turn-stopping``;
+* :mod:`~dshpy.agent.prologue` — system prompt, ``request/header``, ``request/context`` bookkeeping;
+* :mod:`~dshpy.agent.records` — the event payloads, in dsh's shapes;
+* :mod:`~dshpy.agent.updates` — live :class:`ChunkUpdate` / :class:`EventUpdate`, :class:`TurnResult`.
+
+::
+
+    store = dshpy.open_store("sqlite:///sessions.db")
+    async with Agent(store.create(), ChatClient(), system_prompt="Be brief.", tools=[read_file]) as agent:
+        result = await agent.run("What does a.txt say?", on_chunk=lambda u: print(u.text, end=""))
+"""
+
+from dshpy.agent.hooks import HOOK_NAMES, PreStep, ToolCallHook, TurnStart, TurnStopping
+from dshpy.agent.loop import DEFAULT_MAX_STEPS, Agent, AgentBusyError, AgentSetupError
+from dshpy.agent.tools import Tool, ToolContext, ToolOutcome, ToolOutput, tool
+from dshpy.agent.updates import ChunkUpdate, EventUpdate, TurnResult, Update
+
+__all__ = [
+    "DEFAULT_MAX_STEPS",
+    "HOOK_NAMES",
+    "Agent",
+    "AgentBusyError",
+    "AgentSetupError",
+    "ChunkUpdate",
+    "EventUpdate",
+    "PreStep",
+    "Tool",
+    "ToolCallHook",
+    "ToolContext",
+    "ToolOutcome",
+    "ToolOutput",
+    "TurnResult",
+    "TurnStart",
+    "TurnStopping",
+    "Update",
+    "tool",
+]

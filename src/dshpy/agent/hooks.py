@@ -1,0 +1,106 @@
+"""Hooks: plugin code that runs at fixed points of a turn (dsh's ``agent/*`` waterfalls, in small).
+
+``agent.on(name, handler)`` registers a sync or async ``handler(payload)``; handlers
+run in registration order and may call ``payload.agent.inject(...)`` to put a user
+message before the next step. The points:
+
+* ``turn-start`` (:class:`TurnStart`) — the turn is open and its prompt claimed;
+* ``pre-step`` (:class:`PreStep`) — before each ``step/start``; ``payload.block(reason)``
+  ends the turn ``blocked`` instead;
+* ``tool-call`` (:class:`ToolCallHook`) — before a tool body runs; ``payload.deny(reason)``
+  answers the call with an error result instead of running it;
+* ``turn-stopping`` (:class:`TurnStopping`) — the model answered without calling a
+  tool; a handler that injects a message makes the turn go on with another step.
+
+A handler that raises ends the turn with an error (and the exception propagates):
+a broken plugin must not go unnoticed.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal, get_args
+
+from dshpy.log.messages import Message
+
+__all__ = ["HOOK_NAMES", "HookName", "Hooks", "PreStep", "ToolCallHook", "TurnStart", "TurnStopping"]
+
+HookName = Literal["turn-start", "pre-step", "tool-call", "turn-stopping"]
+HOOK_NAMES: frozenset[str] = frozenset(get_args(HookName))
+
+
+@dataclass(slots=True)
+class TurnStart:
+    agent: Any
+    turn: int
+    prompt: dict[str, Any]
+    """The user message that opened the turn."""
+
+
+@dataclass(slots=True)
+class PreStep:
+    agent: Any
+    turn: int
+    step: int
+    blocked: str | None = None
+
+    def block(self, reason: str) -> None:
+        """End the turn ``blocked`` instead of starting this step."""
+        self.blocked = reason
+
+
+@dataclass(slots=True)
+class ToolCallHook:
+    agent: Any
+    turn: int
+    step: int
+    call_id: str
+    name: str
+    arguments: str
+    denied: str | None = None
+
+    def deny(self, reason: str) -> None:
+        """Answer the call with an error result (``TOOL_DENIED``) instead of running it."""
+        self.denied = reason
+
+
+@dataclass(slots=True)
+class TurnStopping:
+    agent: Any
+    turn: int
+    step: int
+    message: Message | None
+    """The assistant message the model stopped with."""
+
+    @property
+    def text(self) -> str:
+        return self.message.text if self.message is not None else ""
+
+
+Handler = Callable[[Any], Any]
+
+
+class Hooks:
+    """Handlers by hook name."""
+
+    def __init__(self) -> None:
+        self._handlers: dict[str, list[Handler]] = {name: [] for name in HOOK_NAMES}
+
+    def on(self, name: str, handler: Handler) -> Callable[[], None]:
+        """Register ``handler`` for ``name``; returns a function that unregisters it."""
+        if name not in HOOK_NAMES:
+            raise ValueError(f"unknown hook {name!r}; hooks are: {', '.join(sorted(HOOK_NAMES))}")
+        handlers = self._handlers[name]
+        handlers.append(handler)
+        return lambda: handlers.remove(handler) if handler in handlers else None
+
+    def has(self, name: str) -> bool:
+        return bool(self._handlers[name])
+
+    async def emit(self, name: str, payload: Any) -> None:
+        for handler in tuple(self._handlers[name]):
+            result = handler(payload)
+            if inspect.isawaitable(result):
+                await result

@@ -1,0 +1,669 @@
+"""The agent loop: turns and steps that write exactly the events dsh v4 writes (dsh-v4 §3.9).
+
+One turn, for one prompt::
+
+    agent/inbox/spliced (insert, next-turn) → turn/start → agent/inbox/spliced (claim)
+    per step:  [agent/inbox/spliced (claim, next-step)] → step/start
+               → system/message (first step of the session, or the prompt changed)
+               → user/message… (the prompt, injected messages)
+               → request/header? → request/context?
+               → [assistant/attempt → llm/retry → llm/retry-started]… → assistant/message
+               → per tool call: tool/call … tool/result (citing the call)
+               → step/end
+    turn/end {completed | max-tokens | error | aborted | blocked}
+
+The request sent to the model is ``to_chat_messages(session.derive_messages())`` —
+built from the log alone, so what the model saw is exactly what is logged. The model
+stream reaches callers chunk by chunk (:class:`ChunkUpdate`) but is stored once,
+packed, in the event that settles the attempt.
+
+**Checkpoints.** The session is flushed before each step opens (dsh's pre-step
+flush), before every model request and before every tool body, so a crash loses at
+most what was streaming or running; reopening the store closes the turn with
+dsh's ``interrupted`` closers (a logged but unanswered call gets
+``TOOL_OUTCOME_UNKNOWN``). A finished turn is flushed too.
+
+**Failures.** A model try that fails after it started is logged as
+``assistant/attempt`` (its partial stream, usage included, ending in a ``finish``
+chunk of kind ``error`` carrying the ``LlmFailure``); retryable failures are retried
+in the same step under :class:`RetryPolicy` (``llm/retry``, the wait,
+``llm/retry-started``), others end the turn ``error``. The model never sees a failed
+try. ``finish_reason: length`` ends the turn ``max-tokens`` (the cut message is kept;
+its unfinished tool calls are dropped, never run).
+
+**Cancellation.** :meth:`Agent.cancel` (or cancelling the task awaiting
+:meth:`Agent.run`) ends the turn ``aborted``: text already streamed is kept as an
+``assistant/message`` marked ``interrupted`` (else the try is an attempt), calls not
+started get dsh's ``TOOL_ABORTED_BEFORE_DISPATCH`` result, running ones an
+outcome-unknown result, then ``step/end`` and ``turn/end``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import logging
+import random
+import threading
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from dshpy.core.events import SessionEvent
+from dshpy.errors import DshError
+from dshpy.llm import chunks as c
+from dshpy.llm.client import ChatClient
+from dshpy.llm.failures import LlmError
+from dshpy.llm.messages import ChatHistory, ReasoningReplay
+from dshpy.llm.retry import RetryPolicy
+from dshpy.llm.stream import AssistantStreamAccumulator
+from dshpy.log.messages import Message
+from dshpy.log.session import Session
+
+from .hooks import Hooks, PreStep, ToolCallHook, TurnStart, TurnStopping
+from .prologue import AgentSetupError, RequestPrologue
+from .records import (
+    ABORTED_BEFORE_DISPATCH,
+    ABORTED_RUNNING,
+    assistant_data,
+    claim_splice,
+    insert_splice,
+    tool_result_data,
+    user_message,
+)
+from .tools import Tool, ToolContext, ToolLike, ToolOutcome, as_tool
+from .updates import ChunkUpdate, EventUpdate, TurnResult, Update, add_usage
+
+__all__ = ["DEFAULT_MAX_STEPS", "Agent", "AgentBusyError", "AgentSetupError", "CancelReason"]
+
+log = logging.getLogger("dshpy.agent")
+
+DEFAULT_MAX_STEPS = 25
+CancelReason = Literal["user", "parent", "hook", "disposed"]
+
+
+class AgentBusyError(DshError):
+    """A turn is already running on this agent (one turn at a time)."""
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(slots=True)
+class _Turn:
+    number: int
+    steps: int = 0
+    text: str = ""
+    usage: dict[str, int] = field(default_factory=dict)
+    events: list[SessionEvent] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _ModelOutcome:
+    message: Message | None = None
+    finish: str = "stop"
+    failure: dict[str, Any] | None = None
+
+
+class _Sink:
+    """Delivers live updates to the caller's callbacks (from any thread that appends)."""
+
+    def __init__(
+        self,
+        turn: _Turn,
+        on_chunk: Callable[[ChunkUpdate], Any] | None,
+        on_event: Callable[[EventUpdate], Any] | None,
+        loop: asyncio.AbstractEventLoop,
+    ) -> None:
+        self.turn = turn
+        self.on_chunk = on_chunk
+        self.on_event = on_event
+        self.loop = loop
+        self.thread = threading.get_ident()
+
+    async def chunk(self, update: ChunkUpdate) -> None:
+        if self.on_chunk is not None:
+            result = self.on_chunk(update)
+            if inspect.isawaitable(result):
+                await result
+
+    def event(self, _session: Session, event: SessionEvent) -> None:
+        self.turn.events.append(event)
+        if self.on_event is None:
+            return
+        if threading.get_ident() == self.thread:
+            self.on_event(EventUpdate(event))
+        else:
+            self.loop.call_soon_threadsafe(self.on_event, EventUpdate(event))
+
+
+class Agent:
+    """Runs turns on one live session with one model client (one turn at a time, one event loop).
+
+    ``system_prompt`` may be changed between turns (the head is replaced in the log);
+    ``tools`` are :class:`Tool` s or plain functions; ``max_steps`` bounds the model
+    calls of a turn, ``max_tokens`` each answer (sent as ``max_tokens`` and logged in
+    the request header); ``tool_timeout`` applies to tools without their own.
+
+    Constructed on a session that already has events (a resumed or reopened one),
+    the agent first appends ``session/end-seed {}``, as dsh does when it resumes a
+    session in a new process (``resume_marker=False`` skips it; a fork's fresh
+    ``{inherited: true}`` marker counts as one).
+    """
+
+    def __init__(
+        self,
+        session: Session,
+        client: ChatClient | None = None,
+        *,
+        system_prompt: str = "",
+        tools: Sequence[ToolLike] = (),
+        max_steps: int = DEFAULT_MAX_STEPS,
+        max_tokens: int | None = None,
+        reasoning_effort: str | None = None,
+        retry: RetryPolicy | None = None,
+        tool_timeout: float | None = 120.0,
+        parallel_tools: bool = True,
+        reasoning_replay: ReasoningReplay = "latest-turn",
+        resume_marker: bool = True,
+        rng: random.Random | None = None,
+    ) -> None:
+        if max_steps < 1:
+            raise ValueError("max_steps must be at least 1")
+        if max_tokens is not None and max_tokens < 1:
+            raise ValueError("max_tokens must be a positive integer")
+        self.session = session
+        self._owns_client = client is None
+        self.client = client if client is not None else ChatClient()
+        self.system_prompt = system_prompt
+        self.tools: dict[str, Tool] = {}
+        for item in tools:
+            self.add_tool(item)
+        self.max_steps = max_steps
+        self.max_tokens = max_tokens
+        self.reasoning_effort = reasoning_effort
+        self.retry = retry if retry is not None else RetryPolicy()
+        self.tool_timeout = tool_timeout
+        self.parallel_tools = parallel_tools
+        self.reasoning_replay: ReasoningReplay = reasoning_replay
+        self.last_result: TurnResult | None = None
+        self._rng = rng or random.Random()
+        self._hooks = Hooks()
+        self._prologue = RequestPrologue(session)
+        self._history = ChatHistory(reasoning_replay)
+        self._inbox: list[dict[str, Any]] = []
+        self._inbox_lock = threading.Lock()
+        self._task: asyncio.Task[TurnResult] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._cancel_reason: CancelReason | None = None
+        if resume_marker and len(session) and session.events[-1].type != "session/end-seed":
+            session.append("session/end-seed", {})
+            session.flush()
+
+    # -- configuration ------------------------------------------------------------
+
+    def add_tool(self, item: ToolLike) -> Tool:
+        made = as_tool(item)
+        if made.name in self.tools:
+            raise ValueError(f"two tools are named {made.name!r}")
+        self.tools[made.name] = made
+        return made
+
+    def on(self, name: str, handler: Callable[[Any], Any]) -> Callable[[], None]:
+        """Register a hook handler (``turn-start``, ``pre-step``, ``tool-call``, ``turn-stopping``)."""
+        return self._hooks.on(name, handler)
+
+    def inject(self, message: str | Mapping[str, Any], *, source: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Queue a user message for the next step (of this turn, or else of the next one).
+
+        Logged at once as an ``agent/inbox/spliced`` insert into ``next-step``; the loop
+        claims it before its next ``step/start`` and appends it as a ``user/message``.
+        ``source`` defaults to ``{"kind": "user"}``; a plugin should name itself
+        (e.g. ``{"kind": "plugin:cross-session-memory"}``). Safe from any thread.
+        """
+        if isinstance(message, Mapping):
+            if message.get("role") != "user":
+                raise ValueError("inject() takes a user message (role 'user') or a text")
+            queued = dict(message)
+        else:
+            queued = user_message(message, source)
+        with self._inbox_lock:
+            self.session.append("agent/inbox/spliced", insert_splice("next-step", len(self._inbox), [queued]))
+            self._inbox.append(queued)
+        return queued
+
+    @property
+    def running(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    def cancel(self, reason: CancelReason = "user") -> bool:
+        """Cancel the running turn (it ends ``aborted``); safe from any thread. False if none is running."""
+        task, loop = self._task, self._loop
+        if task is None or task.done() or loop is None:
+            return False
+        self._cancel_reason = reason
+        if loop.is_closed():
+            return False
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            task.cancel()
+        else:
+            loop.call_soon_threadsafe(task.cancel)
+        return True
+
+    async def aclose(self) -> None:
+        """Close the model client if the agent made it."""
+        if self._owns_client:
+            await self.client.close()
+
+    async def __aenter__(self) -> Agent:
+        return self
+
+    async def __aexit__(self, *_exc: object) -> None:
+        await self.aclose()
+
+    # -- running ------------------------------------------------------------------
+
+    async def run(
+        self,
+        prompt: str | Mapping[str, Any],
+        *,
+        on_chunk: Callable[[ChunkUpdate], Any] | None = None,
+        on_event: Callable[[EventUpdate], Any] | None = None,
+        source: Mapping[str, Any] | None = None,
+    ) -> TurnResult:
+        """Run one turn for ``prompt`` and return how it ended.
+
+        ``on_chunk`` (sync or async) gets every model chunk as it arrives, ``on_event``
+        every appended event. Model failures do not raise: they end the turn
+        ``error`` (see :attr:`TurnResult.error`). Programming and storage errors do,
+        after the turn is closed as far as the store still takes events.
+        """
+        if self.running:
+            raise AgentBusyError(f'agent on session "{self.session.id}" is already running a turn')
+        if self.session.open_turn is not None:
+            raise AgentSetupError(
+                f'session "{self.session.id}" has turn {self.session.open_turn} open; reopen it from the store '
+                "(which closes an interrupted turn) before running a new one"
+            )
+        if isinstance(prompt, Mapping):
+            message = dict(prompt)
+            if message.get("role") != "user":
+                raise ValueError("a prompt message must have role 'user'")
+        else:
+            message = user_message(prompt, source)
+        loop = asyncio.get_running_loop()
+        turn = _Turn(self.session.next_turn)
+        sink = _Sink(turn, on_chunk, on_event, loop)
+        unsubscribe = self.session.subscribe(sink.event)
+        self._cancel_reason = None
+        task = loop.create_task(self._run_turn(turn, message, sink), name=f"dshpy-turn-{turn.number}")
+        self._task, self._loop = task, loop
+        try:
+            try:
+                result = await task
+            except asyncio.CancelledError:
+                if not task.done():  # the caller was cancelled: finish closing the turn, then propagate
+                    self._cancel_reason = self._cancel_reason or "user"
+                    task.cancel()
+                    await asyncio.gather(task, return_exceptions=True)
+                raise
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():
+                raise asyncio.CancelledError  # our caller was cancelled while the turn wound down
+            self.last_result = result
+            return result
+        finally:
+            unsubscribe()
+
+    async def stream(
+        self, prompt: str | Mapping[str, Any], *, source: Mapping[str, Any] | None = None
+    ) -> AsyncIterator[Update]:
+        """Run one turn, yielding :class:`ChunkUpdate` s and :class:`EventUpdate` s as they happen.
+
+        The result is in :attr:`last_result` afterwards. Leaving the loop early
+        cancels the turn (it ends ``aborted``).
+        """
+        queue: asyncio.Queue[Update | None] = asyncio.Queue()
+        task = asyncio.ensure_future(
+            self.run(prompt, on_chunk=queue.put_nowait, on_event=queue.put_nowait, source=source)
+        )
+        task.add_done_callback(lambda _done: queue.put_nowait(None))
+        try:
+            while (item := await queue.get()) is not None:
+                yield item
+        finally:
+            if not task.done():
+                self.cancel()
+            self.last_result = await task
+
+    # -- one turn -----------------------------------------------------------------
+
+    def _append(
+        self, kind: str, data: Any, *, surface_op: Any = None, source_event_seqs: Sequence[int] | None = None
+    ) -> SessionEvent:
+        return self.session.append(kind, data, surface_op=surface_op, source_event_seqs=source_event_seqs)
+
+    async def _run_turn(self, turn: _Turn, prompt: dict[str, Any], sink: _Sink) -> TurnResult:
+        number = turn.number
+        self._append("agent/inbox/spliced", insert_splice("next-turn", 0, [prompt]))
+        self._append("turn/start", {"turn": number})
+        self._append("agent/inbox/spliced", claim_splice("next-turn", 1))
+        entering: list[dict[str, Any]] = [prompt]
+        try:
+            await self._hooks.emit("turn-start", TurnStart(self, number, prompt))
+            step = 0
+            while True:
+                step += 1
+                pre = PreStep(self, number, step)
+                await self._hooks.emit("pre-step", pre)
+                if pre.blocked is not None:
+                    return self._finish(turn, {"kind": "blocked"}, blocked=pre.blocked)
+                entering.extend(self._claim_injected())
+                self.session.flush()  # checkpoint: pre-step
+                self._append("step/start", {"turn": number, "step": step})
+                turn.steps = step
+                self._prologue.system_prompt(number, step, self.system_prompt)
+                for message in entering:
+                    self._append("user/message", message, surface_op="append")
+                entering = []
+                self._prologue.header(self._request_header())
+                self._prologue.context(self._request_context())
+                outcome = await self._call_model(turn, step, sink)
+                if outcome.failure is not None:
+                    self._append("step/end", {"turn": number, "step": step})
+                    return self._finish(turn, {"kind": "error", "error": outcome.failure})
+                assert outcome.message is not None
+                calls = [b for b in outcome.message.content if b.get("type") == "tool-call"]
+                if calls:
+                    await self._run_tools(turn, step, calls)
+                self._append("step/end", {"turn": number, "step": step})
+                if outcome.finish == "max-tokens":
+                    return self._finish(turn, {"kind": "max-tokens"})
+                if not calls:
+                    await self._hooks.emit("turn-stopping", TurnStopping(self, number, step, outcome.message))
+                    if not self._has_injected():
+                        return self._finish(turn, {"kind": "completed"})
+                if step >= self.max_steps:
+                    failure = {
+                        "message": f"the turn stopped after {step} steps (max_steps={self.max_steps})",
+                        "code": "MAX_STEPS",
+                    }
+                    return self._finish(turn, {"kind": "error", "error": failure})
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()
+            return self._abort(turn, {"kind": "aborted", "reason": {"kind": self._cancel_reason or "user"}})
+        except BaseException as error:
+            self._close_after_failure(turn, error)
+            raise
+
+    def _finish(self, turn: _Turn, reason: dict[str, Any], *, blocked: str | None = None) -> TurnResult:
+        self._append("turn/end", {"turn": turn.number, "reason": reason})
+        self.session.flush()
+        return TurnResult(
+            session_id=self.session.id,
+            turn=turn.number,
+            reason=reason,
+            text=turn.text,
+            steps=turn.steps,
+            usage=turn.usage,
+            events=turn.events,
+            blocked_reason=blocked,
+        )
+
+    def _close_open(self, error_name: str) -> None:
+        """Answer every unanswered call and close the open step (before an aborted or failed ``turn/end``)."""
+        lifecycle = self.session.lifecycle
+        turn, step = lifecycle.open_turn, lifecycle.open_step
+        if turn is None:
+            return
+        for call_id, call in lifecycle.calls.items():
+            assert step is not None
+            if call.call_seq is None:
+                started = self._append(
+                    "tool/call",
+                    {"turn": turn, "step": step, "callId": call_id, "name": call.name, "arguments": call.arguments},
+                )
+                text, code, source = ABORTED_BEFORE_DISPATCH, "TOOL_ABORTED_BEFORE_DISPATCH", started.seq
+            else:
+                text, code, source = ABORTED_RUNNING, "TOOL_ABORTED", call.call_seq
+            data = tool_result_data(
+                turn,
+                step,
+                call_id,
+                [{"type": "text", "text": text}],
+                is_error=True,
+                error={"name": error_name, "code": code},
+            )
+            self._append("tool/result", data, surface_op="append", source_event_seqs=[source])
+        if step is not None:
+            self._append("step/end", {"turn": turn, "step": step})
+
+    def _abort(self, turn: _Turn, reason: dict[str, Any]) -> TurnResult:
+        self._close_open("AbortError")
+        return self._finish(turn, reason)
+
+    def _close_after_failure(self, turn: _Turn, error: BaseException) -> None:
+        """Best effort: log the turn as failed so the session stays usable (repair covers the rest)."""
+        try:
+            if self.session.open_turn != turn.number:
+                return
+            self._close_open("AbortError")
+            failure = {"message": f"{type(error).__name__}: {error}", "code": "UNKNOWN"}
+            self._append("turn/end", {"turn": turn.number, "reason": {"kind": "error", "error": failure}})
+            self.session.flush()
+        except Exception:
+            log.warning("could not close turn %d of %s after a failure", turn.number, self.session.id, exc_info=True)
+
+    # -- the model call -----------------------------------------------------------
+
+    def _request_header(self) -> dict[str, Any]:
+        config: dict[str, Any] = {"provider": self.client.provider, "model": self.client.model}
+        if self.max_tokens is not None:
+            config["maxTokens"] = self.max_tokens
+        if self.reasoning_effort is not None:
+            config["reasoningEffort"] = self.reasoning_effort
+        header: dict[str, Any] = {"config": config}
+        tools = [tool.schema() for tool in self.tools.values()]
+        if tools:
+            header["tools"] = tools
+        return header
+
+    def _request_context(self) -> dict[str, Any]:
+        context: dict[str, Any] = {"provider": self.client.provider, "model": self.client.model}
+        window = self.client.config.context_window
+        if window is not None:
+            context["contextWindow"] = window
+        return context
+
+    async def _call_model(self, turn: _Turn, step: int, sink: _Sink) -> _ModelOutcome:
+        number = turn.number
+        tools = [tool.schema() for tool in self.tools.values()]
+        attempt = 0
+        retry_id: str | None = None
+        while True:
+            attempt += 1
+            self._history.reasoning = self.reasoning_replay
+            messages = self._history.convert(self.session.derive_messages())
+            self.session.flush()  # checkpoint: before every model request
+            accumulator = AssistantStreamAccumulator()
+            try:
+                stream = self.client.stream(
+                    messages, tools=tools, max_tokens=self.max_tokens, reasoning_effort=self.reasoning_effort
+                )
+                async with contextlib.aclosing(stream) as chunks:
+                    async for chunk in chunks:
+                        now = _now_ms()
+                        accumulator.push(chunk, now)
+                        await sink.chunk(ChunkUpdate(number, step, attempt, chunk, now))
+            except LlmError as error:
+                accumulator.push(c.finish("error", error.failure), _now_ms())
+                self._append("assistant/attempt", {"turn": number, "step": step, "stream": accumulator.records})
+                add_usage(turn.usage, accumulator.usage)
+                if not self.retry.should_retry(error, attempt):
+                    return _ModelOutcome(failure=error.failure)
+                retry_id = retry_id or f"retry-{uuid.uuid4()}"
+                delay = self.retry.delay_ms(error, attempt, self._rng)
+                self._append(
+                    "llm/retry",
+                    {
+                        "retryId": retry_id,
+                        "turn": number,
+                        "step": step,
+                        "provider": self.client.provider,
+                        "mode": "normal",
+                        "policyKey": self.retry.policy_key,
+                        "retry": attempt,
+                        "maxRetries": self.retry.max_retries,
+                        "delayMs": delay,
+                        "failure": error.failure,
+                    },
+                )
+                self.session.flush()
+                await asyncio.sleep(delay / 1000)
+                self._append("llm/retry-started", {"retryId": retry_id, "turn": number, "step": step, "retry": attempt})
+                continue
+            except asyncio.CancelledError:
+                self._settle_interrupted(turn, step, accumulator)
+                raise
+            return self._settle(turn, step, accumulator)
+
+    def _settle(self, turn: _Turn, step: int, accumulator: AssistantStreamAccumulator) -> _ModelOutcome:
+        reason = accumulator.finish_reason or {"kind": "stop"}
+        finish = str(reason.get("kind"))
+        content = accumulator.content()
+        if finish == "max-tokens":  # a call cut at the limit is unfinished: it is never run
+            content = [block for block in content if block["type"] != "tool-call"]
+        data = assistant_data(
+            turn.number,
+            step,
+            content,
+            provider=self.client.provider,
+            model=self.client.model,
+            stream=accumulator.records,
+            usage=accumulator.usage,
+        )
+        event = self._append("assistant/message", data, surface_op="append")
+        add_usage(turn.usage, accumulator.usage)
+        message = Message(event.seq, event.data["message"])
+        turn.text = message.text
+        return _ModelOutcome(message=message, finish=finish)
+
+    def _settle_interrupted(self, turn: _Turn, step: int, accumulator: AssistantStreamAccumulator) -> None:
+        failure = {"message": "the model request was cancelled", "code": "ABORTED"}
+        accumulator.push(c.finish("aborted", failure), _now_ms())
+        visible = accumulator.visible_content()
+        add_usage(turn.usage, accumulator.usage)
+        if not visible:
+            self._append("assistant/attempt", {"turn": turn.number, "step": step, "stream": accumulator.records})
+            return
+        data = assistant_data(
+            turn.number,
+            step,
+            visible,
+            provider=self.client.provider,
+            model=self.client.model,
+            stream=accumulator.records,
+            usage=accumulator.usage,
+            interrupted=True,
+        )
+        event = self._append("assistant/message", data, surface_op="append")
+        turn.text = Message(event.seq, event.data["message"]).text
+
+    # -- tools ----------------------------------------------------------------------
+
+    async def _run_tools(self, turn: _Turn, step: int, calls: list[Any]) -> None:
+        number = turn.number
+        denials: list[str | None] = []
+        for block in calls:
+            hook = ToolCallHook(self, number, step, str(block["id"]), str(block["name"]), str(block["arguments"]))
+            await self._hooks.emit("tool-call", hook)
+            denials.append(hook.denied)
+        if not self.parallel_tools:
+            for block, denied in zip(calls, denials, strict=True):
+                call = self._log_call(number, step, block)
+                self.session.flush()  # checkpoint: before the tool body
+                outcome = await self._invoke(
+                    block, denied, ToolContext(self, self.session, call.data["callId"], number, step)
+                )
+                self._log_result(number, step, call, outcome)
+            return
+        started = [self._log_call(number, step, block) for block in calls]
+        self.session.flush()  # checkpoint: before the tool bodies
+        tasks = [
+            asyncio.ensure_future(
+                self._invoke(block, denied, ToolContext(self, self.session, str(block["id"]), number, step))
+            )
+            for block, denied in zip(calls, denials, strict=True)
+        ]
+        logged = 0
+        try:
+            for call, task in zip(started, tasks, strict=True):
+                self._log_result(number, step, call, await task)
+                logged += 1
+        except asyncio.CancelledError:
+            for call, task in zip(started[logged:], tasks[logged:], strict=True):
+                if task.done() and not task.cancelled() and task.exception() is None:
+                    self._log_result(number, step, call, task.result())
+                else:
+                    task.cancel()
+                    outcome = ToolOutcome.failure(ABORTED_RUNNING, "AbortError", "TOOL_ABORTED")
+                    self._log_result(number, step, call, outcome)
+            raise
+
+    def _log_call(self, turn: int, step: int, block: Any) -> SessionEvent:
+        return self._append(
+            "tool/call",
+            {"turn": turn, "step": step, "callId": block["id"], "name": block["name"], "arguments": block["arguments"]},
+        )
+
+    def _log_result(self, turn: int, step: int, call: SessionEvent, outcome: ToolOutcome) -> SessionEvent:
+        data = tool_result_data(
+            turn,
+            step,
+            str(call.data["callId"]),
+            outcome.content,
+            is_error=outcome.is_error,
+            error=outcome.error,
+            meta=outcome.meta,
+        )
+        return self._append("tool/result", data, surface_op="append", source_event_seqs=[call.seq])
+
+    async def _invoke(self, block: Any, denied: str | None, context: ToolContext) -> ToolOutcome:
+        name = str(block["name"])
+        if denied is not None:
+            return ToolOutcome.failure(f"Error: tool call denied: {denied}", "ToolDeniedError", "TOOL_DENIED")
+        found = self.tools.get(name)
+        if found is None:
+            known = ", ".join(sorted(self.tools)) or "none"
+            return ToolOutcome.failure(
+                f'Error: there is no tool named "{name}". Available tools: {known}.',
+                "ToolNotFoundError",
+                "TOOL_NOT_FOUND",
+            )
+        return await found.invoke(str(block["arguments"]), context, timeout=self.tool_timeout)
+
+    # -- the inbox ----------------------------------------------------------------
+
+    def _claim_injected(self) -> list[dict[str, Any]]:
+        with self._inbox_lock:
+            taken, self._inbox = self._inbox, []
+            if taken:
+                self._append("agent/inbox/spliced", claim_splice("next-step", len(taken)))
+        return taken
+
+    def _has_injected(self) -> bool:
+        with self._inbox_lock:
+            return bool(self._inbox)
+
+    def __repr__(self) -> str:
+        return f"<Agent session={self.session.id} model={self.client.model} running={self.running}>"

@@ -1,0 +1,351 @@
+"""``dshpy run`` and ``dshpy chat``: talk to a model through the agent loop, recording a session.
+
+Both need an API key (``DEEPSEEK_API_KEY``; ``DEEPSEEK_BASE_URL`` points them at any
+OpenAI-compatible server). Without ``--session`` they start a new session in the
+store (``--store``); with it they reopen one (repairing a crashed turn) and continue
+its turn numbering. The system prompt of a continued session is kept unless
+``--system`` gives a new one (which then replaces it in the log).
+
+``run`` answers one prompt: the answer streams to stdout, notes (tool calls, retries,
+the session id) go to stderr, ``--json`` prints one result object instead. Exit 0
+when the turn completed (or hit the token limit), 1 when it failed, 130 when it was
+interrupted with Ctrl-C.
+
+``chat`` is a REPL on stdin: each line is a prompt, except ``/history``, ``/stats``,
+``/fork [SEQ]`` (continue in a fork of the session, at SEQ or its end), ``/help`` and
+``/exit``. Ctrl-C while the model answers cancels that turn (logged ``aborted``, the
+streamed text kept as an interrupted message) and returns to the prompt.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import click
+
+from dshpy.agent import Agent, TurnResult
+from dshpy.agent.loop import DEFAULT_MAX_STEPS
+from dshpy.agent.prologue import system_head
+from dshpy.core.ids import check_session_id
+from dshpy.errors import DshError
+from dshpy.llm.client import API_KEY_HINT, ChatClient, ModelConfig
+from dshpy.log.session import Session
+from dshpy.storage.base import BaseStore
+
+from . import render
+from .app import AppState, CliError, common_options, describe_error, emit_json, pass_state
+from .live import LivePrinter
+
+__all__ = ["chat", "run"]
+
+EXIT_INTERRUPTED = 130
+T = TypeVar("T")
+
+
+def _optional_session_id(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    return None if value is None else check_session_id(value)
+
+
+@dataclass(frozen=True)
+class _Options:
+    model: str | None
+    base_url: str | None
+    system: str | None
+    max_steps: int
+    max_tokens: int | None
+
+    def config(self) -> ModelConfig:
+        config = ModelConfig.from_env(base_url=self.base_url, model=self.model)
+        if not config.api_key:
+            raise CliError(f"no API key: {API_KEY_HINT}")
+        return config
+
+
+def _agent_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    options = [
+        click.option(
+            "--session",
+            "session_id",
+            metavar="ID",
+            callback=_optional_session_id,
+            help="Continue this session (default: start a new one).",
+        ),
+        click.option("--model", help="Model name (default: $DEEPSEEK_MODEL, else deepseek-chat)."),
+        click.option(
+            "--base-url",
+            metavar="URL",
+            help="OpenAI-compatible API base URL (default: $DEEPSEEK_BASE_URL, else https://api.deepseek.com).",
+        ),
+        click.option(
+            "--system", metavar="TEXT", help="System prompt (default: keep the session's; new sessions: none)."
+        ),
+        click.option(
+            "--max-steps",
+            type=click.IntRange(min=1),
+            default=DEFAULT_MAX_STEPS,
+            show_default=True,
+            help="Model calls allowed per turn.",
+        ),
+        click.option("--max-tokens", type=click.IntRange(min=1), help="Token limit of each answer."),
+        click.option("--reasoning", is_flag=True, help="Show the model's reasoning (dimmed, on stderr)."),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def _open_session(store: BaseStore, session_id: str | None) -> Session:
+    return store.open(session_id) if session_id is not None else store.create(cwd=os.getcwd())
+
+
+def _system_prompt(session: Session, explicit: str | None) -> str:
+    if explicit is not None:
+        return explicit
+    head = system_head(session)
+    if head is None:
+        return ""
+    return "".join(str(b["text"]) for b in head.data["message"]["content"] if b.get("type") == "text")
+
+
+def _make_agent(session: Session, client: ChatClient, options: _Options) -> Agent:
+    return Agent(
+        session,
+        client,
+        system_prompt=_system_prompt(session, options.system),
+        max_steps=options.max_steps,
+        max_tokens=options.max_tokens,
+    )
+
+
+def _result_json(result: TurnResult) -> dict[str, Any]:
+    return {
+        "sessionId": result.session_id,
+        "turn": result.turn,
+        "reason": result.reason,
+        "text": result.text,
+        "steps": result.steps,
+        "usage": result.usage,
+    }
+
+
+# -- run ------------------------------------------------------------------------------------
+
+
+@click.command("run")
+@click.argument("prompt")
+@_agent_options
+@common_options
+@pass_state
+def run(
+    state: AppState,
+    prompt: str,
+    session_id: str | None,
+    model: str | None,
+    base_url: str | None,
+    system: str | None,
+    max_steps: int,
+    max_tokens: int | None,
+    reasoning: bool,
+) -> None:
+    """Answer PROMPT in a session (streamed to stdout) and print the session id (on stderr)."""
+    options = _Options(model, base_url, system, max_steps, max_tokens)
+    config = options.config()
+    store = state.open_store(create=True)
+    session = _open_session(store, session_id)
+    printer = LivePrinter(reasoning=reasoning)
+
+    async def turn() -> TurnResult:
+        async with ChatClient(config) as client:
+            agent = _make_agent(session, client, options)
+            if state.json:
+                return await agent.run(prompt)
+            return await agent.run(prompt, on_chunk=printer.on_chunk, on_event=printer.on_event)
+
+    try:
+        try:
+            result = asyncio.run(turn())
+        except KeyboardInterrupt:
+            printer.note(f"interrupted: the turn was logged as aborted (session {session.id})")
+            raise click.exceptions.Exit(EXIT_INTERRUPTED) from None
+    finally:
+        session.close()
+    if state.json:
+        emit_json(_result_json(result))
+    else:
+        printer.end_line()
+        click.echo(f"session: {session.id}", err=True)
+    if result.kind == "error":
+        error = result.error or {}
+        raise CliError(str(error.get("message", "the turn failed")))
+    if result.kind == "blocked":
+        raise CliError(f"the turn was blocked: {result.blocked_reason}")
+
+
+# -- chat -----------------------------------------------------------------------------------
+
+_HELP = "commands: /history  /stats  /fork [SEQ]  /help  /exit   (Ctrl-C cancels a running answer)"
+
+
+class _Repl:
+    """The chat loop's state: one session, one agent, one event loop for the whole conversation."""
+
+    def __init__(
+        self,
+        state: AppState,
+        store: BaseStore,
+        session: Session,
+        options: _Options,
+        runner: asyncio.Runner,
+        client: ChatClient,
+        reasoning: bool,
+    ) -> None:
+        self.state = state
+        self.store = store
+        self.session = session
+        self.options = options
+        self.runner = runner
+        self.client = client
+        self.printer = LivePrinter(reasoning=reasoning)
+        self.agent = _make_agent(session, client, options)
+
+    def call(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        return self.runner.run(coroutine)
+
+    async def _turn(self, text: str) -> TurnResult:
+        loop = asyncio.get_running_loop()
+        handled = True
+        try:
+            loop.add_signal_handler(signal.SIGINT, self.agent.cancel)
+        except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, or no signals here
+            handled = False
+        try:
+            return await self.agent.run(text, on_chunk=self.printer.on_chunk, on_event=self.printer.on_event)
+        finally:
+            if handled:
+                loop.remove_signal_handler(signal.SIGINT)
+
+    def prompt(self, text: str) -> None:
+        result = self.call(self._turn(text))
+        self.printer.end_line()
+        if result.kind == "aborted":
+            self.printer.note(f"cancelled (turn {result.turn} logged as aborted)")
+        elif result.kind == "error":
+            error = result.error or {}
+            click.echo(f"Error: {error.get('message', 'the turn failed')}", err=True)
+        elif result.kind == "max-tokens":
+            self.printer.note("(the answer hit the token limit)")
+
+    def command(self, line: str) -> bool:
+        """Run a slash command; False when the REPL should end."""
+        name, _, argument = line.partition(" ")
+        argument = argument.strip()
+        if name in ("/exit", "/quit"):
+            return False
+        if name == "/help":
+            click.echo(_HELP)
+        elif name == "/history":
+            render.transcript(self.state.out, self.session)
+        elif name == "/stats":
+            self.stats()
+        elif name == "/fork":
+            self.fork(argument)
+        else:
+            click.echo(f"unknown command {name}; {_HELP}", err=True)
+        return True
+
+    def stats(self) -> None:
+        session = self.session
+        turns = session.next_turn - 1
+        line = f"session {session.id}: {len(session)} events, {turns} turns, {len(session.derive_messages())} messages"
+        try:
+            from dshpy.projections import USAGE, state_of
+        except ImportError:  # pragma: no cover - projections ship with dshpy; stay useful without them
+            click.echo(line)
+            return
+        usage = state_of(session, USAGE)
+        tokens = usage.total
+        click.echo(line)
+        click.echo(
+            f"tokens: {tokens.input_tokens} input, {tokens.cache_read_tokens} cached input, "
+            f"{tokens.output_tokens} output ({tokens.reasoning_tokens} reasoning); "
+            f"{usage.messages} model answers, {usage.failed_attempts} failed attempts"
+        )
+
+    def fork(self, argument: str) -> None:
+        boundary: int | None = None
+        if argument:
+            try:
+                boundary = int(argument)
+            except ValueError:
+                click.echo(f"Error: /fork takes a seq number, not {argument!r}", err=True)
+                return
+        try:
+            child = self.store.fork(self.session.id, boundary)
+        except DshError as error:
+            click.echo(f"Error: {describe_error(error).message}", err=True)
+            return
+        parent = self.session
+        system = self.agent.system_prompt
+        parent.close()
+        self.session = child
+        self.agent = _make_agent(child, self.client, self.options)
+        self.agent.system_prompt = system
+        at = child.inherited_event_count - 1
+        click.echo(f"forked {parent.id} at seq {at}: now in {child.id}")
+
+
+@click.command("chat")
+@_agent_options
+@common_options
+@pass_state
+def chat(
+    state: AppState,
+    session_id: str | None,
+    model: str | None,
+    base_url: str | None,
+    system: str | None,
+    max_steps: int,
+    max_tokens: int | None,
+    reasoning: bool,
+) -> None:
+    """Chat with a model in a session: one prompt per line (/help lists the commands)."""
+    options = _Options(model, base_url, system, max_steps, max_tokens)
+    config = options.config()
+    store = state.open_store(create=True)
+    session = _open_session(store, session_id)
+    with asyncio.Runner() as runner:
+        client = ChatClient(config)
+        repl = _Repl(state, store, session, options, runner, client, reasoning)
+        click.secho(f"session {session.id} · {config.model}\n{_HELP}", dim=True, err=True)
+        try:
+            while True:
+                try:
+                    line = input("you> ")
+                except EOFError:
+                    click.echo()
+                    break
+                except KeyboardInterrupt:
+                    click.echo("\n(/exit or Ctrl-D to leave)", err=True)
+                    continue
+                line = line.strip()
+                if not line:
+                    continue
+                if line.startswith("/"):
+                    if not repl.command(line):
+                        break
+                    continue
+                try:
+                    repl.prompt(line)
+                except KeyboardInterrupt:  # Ctrl-C outside the turn's own handler: the turn is already closed
+                    repl.printer.note("cancelled")
+                except DshError as error:
+                    raise describe_error(error) from None
+        finally:
+            runner.run(client.close())
+            repl.session.close()
+    click.echo(f"session: {repl.session.id}", err=True)

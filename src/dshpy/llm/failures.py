@@ -1,0 +1,201 @@
+"""Why a model call failed, as dsh's ``LlmFailure`` ``{message, code, status?, providerRetryAfterMs?, requestId?}``.
+
+A failure is data, not just an exception: it is stored in the attempt's ``finish``
+chunk, in ``llm/retry`` and in ``turn/end {kind: "error"}``, so the code must say
+what happened in words a later reader (or a retry policy) can act on:
+
+======================  =========  ===============================================
+code                    retryable  when
+======================  =========  ===============================================
+RATE_LIMITED            yes        429 (``Retry-After`` honoured)
+SERVER                  yes        5xx, or DeepSeek's ``insufficient_system_resource``
+TIMEOUT                 yes        no answer / no chunk within the timeout
+STREAM_INTERRUPTED      yes        the stream broke off before it finished
+CONNECTION              yes        the server could not be reached
+CONTEXT_WINDOW_EXCEEDED no         the prompt is longer than the model's window
+INVALID_CREDENTIAL      no         401/403: fails fast, naming ``DEEPSEEK_API_KEY``
+QUOTA                   no         402 (DeepSeek: insufficient balance)
+INVALID_REQUEST         no         any other 4xx
+CONTENT_FILTERED        no         the provider's filter stopped the answer
+UNKNOWN                 no         anything else
+======================  =========  ===============================================
+"""
+
+from __future__ import annotations
+
+import email.utils
+import re
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import openai
+
+__all__ = [
+    "RETRYABLE_CODES",
+    "LlmError",
+    "classify_exception",
+    "classify_status",
+    "parse_retry_after",
+]
+
+RETRYABLE_CODES = frozenset({"RATE_LIMITED", "SERVER", "TIMEOUT", "STREAM_INTERRUPTED", "CONNECTION"})
+
+_CONTEXT_PATTERN = re.compile(
+    r"context[ _]length|context[ _]window|maximum context|prompt is too long|too many tokens|reduce the length",
+    re.IGNORECASE,
+)
+
+
+class LlmError(Exception):
+    """A failed model call; :attr:`failure` is the ``LlmFailure`` to log."""
+
+    def __init__(self, failure: dict[str, Any]) -> None:
+        super().__init__(failure["message"])
+        self.failure = failure
+
+    @property
+    def code(self) -> str:
+        return str(self.failure["code"])
+
+    @property
+    def retryable(self) -> bool:
+        return self.code in RETRYABLE_CODES
+
+    @property
+    def retry_after_ms(self) -> int | None:
+        value = self.failure.get("providerRetryAfterMs")
+        return value if isinstance(value, int) else None
+
+
+def _failure(
+    message: str,
+    code: str,
+    *,
+    status: int | None = None,
+    retry_after_ms: int | None = None,
+    request_id: str | None = None,
+) -> dict[str, Any]:
+    failure: dict[str, Any] = {"message": message, "code": code}
+    if status is not None:
+        failure["status"] = status
+    if retry_after_ms is not None:
+        failure["providerRetryAfterMs"] = retry_after_ms
+    if request_id:
+        failure["requestId"] = request_id
+    return failure
+
+
+def parse_retry_after(headers: Mapping[str, str] | None, *, now: float | None = None) -> int | None:
+    """Milliseconds the server asked us to wait: ``retry-after-ms``, or ``Retry-After`` (seconds or HTTP date)."""
+    if not headers:
+        return None
+    lowered = {key.lower(): value for key, value in headers.items()}
+    raw_ms = lowered.get("retry-after-ms")
+    if raw_ms is not None:
+        try:
+            return max(0, round(float(raw_ms)))
+        except ValueError:
+            pass
+    raw = lowered.get("retry-after")
+    if raw is None:
+        return None
+    try:
+        return max(0, round(float(raw) * 1000))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(raw)
+    except (TypeError, ValueError):
+        return None
+    current = time.time() if now is None else now
+    return max(0, round((when.timestamp() - current) * 1000))
+
+
+def _server_message(body: Any, fallback: str) -> tuple[str, str | None]:
+    """The error ``message`` and ``code`` of an OpenAI/DeepSeek error body."""
+    error = body.get("error", body) if isinstance(body, dict) else None
+    if isinstance(error, dict):
+        message = error.get("message")
+        code = error.get("code")
+        return (message if isinstance(message, str) and message else fallback), (
+            code if isinstance(code, str) else None
+        )
+    if isinstance(body, str) and body:
+        return body, None
+    return fallback, None
+
+
+def classify_status(
+    status: int, body: Any, headers: Mapping[str, str] | None = None, request_id: str | None = None
+) -> LlmError:
+    """The failure for an HTTP error answer."""
+    message, server_code = _server_message(body, f"HTTP {status}")
+    retry_after = parse_retry_after(headers)
+    if status == 429:
+        return LlmError(
+            _failure(
+                f"rate limited (HTTP 429): {message}",
+                "RATE_LIMITED",
+                status=status,
+                retry_after_ms=retry_after,
+                request_id=request_id,
+            )
+        )
+    if status >= 500:
+        return LlmError(
+            _failure(
+                f"server error (HTTP {status}): {message}",
+                "SERVER",
+                status=status,
+                retry_after_ms=retry_after,
+                request_id=request_id,
+            )
+        )
+    if status in (401, 403):
+        return LlmError(
+            _failure(
+                f"the model server refused the API key (HTTP {status}: {message}); set DEEPSEEK_API_KEY to a valid key",
+                "INVALID_CREDENTIAL",
+                status=status,
+                request_id=request_id,
+            )
+        )
+    if status == 402:
+        return LlmError(
+            _failure(f"quota exhausted (HTTP 402): {message}", "QUOTA", status=status, request_id=request_id)
+        )
+    if server_code == "context_length_exceeded" or _CONTEXT_PATTERN.search(message):
+        return LlmError(
+            _failure(
+                f"context window exceeded: {message}", "CONTEXT_WINDOW_EXCEEDED", status=status, request_id=request_id
+            )
+        )
+    return LlmError(
+        _failure(f"request refused (HTTP {status}): {message}", "INVALID_REQUEST", status=status, request_id=request_id)
+    )
+
+
+def classify_exception(error: BaseException, *, streaming: bool) -> LlmError:
+    """The failure for an exception raised by the client; ``streaming`` if the answer had begun."""
+    if isinstance(error, LlmError):
+        return error
+    if isinstance(error, openai.APIStatusError):
+        response = error.response
+        return classify_status(error.status_code, error.body, dict(response.headers), error.request_id)
+    name = type(error).__name__
+    if isinstance(error, openai.APITimeoutError) or "Timeout" in name or isinstance(error, TimeoutError):
+        return LlmError(_failure(f"the model server did not answer in time ({name})", "TIMEOUT"))
+    if isinstance(error, openai.APIConnectionError):
+        cause = error.__cause__ or error
+        if streaming:
+            return LlmError(_failure(f"the stream broke off before it finished: {cause}", "STREAM_INTERRUPTED"))
+        return LlmError(_failure(f"cannot reach the model server: {cause}", "CONNECTION"))
+    if isinstance(error, openai.APIError):  # e.g. an ``error`` event inside the stream
+        return LlmError(_failure(f"model API error: {error.message}", "SERVER" if streaming else "UNKNOWN"))
+    if streaming:  # transport errors of the HTTP library while reading the body
+        detail = str(error) or name
+        return LlmError(_failure(f"the stream broke off before it finished: {detail}", "STREAM_INTERRUPTED"))
+    if isinstance(error, OSError):
+        return LlmError(_failure(f"cannot reach the model server: {error}", "CONNECTION"))
+    return LlmError(_failure(f"{name}: {error}", "UNKNOWN"))

@@ -1,0 +1,112 @@
+"""FakeModelServer speaks the chat-completions SSE protocol over real HTTP (checked with a raw client)."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+import threading
+import time
+
+import pytest
+
+from dshpy.testing.fake_model import FakeModelServer, Reply, ToolCall, Usage
+
+
+def post(server: FakeModelServer, body: dict | None = None, timeout: float = 5.0):
+    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=timeout)
+    connection.request(
+        "POST",
+        "/v1/chat/completions",
+        json.dumps(body or {"model": "m", "messages": []}),
+        {"Content-Type": "application/json"},
+    )
+    return connection, connection.getresponse()
+
+
+def events(raw: bytes) -> list[str]:
+    return [line.removeprefix(b"data: ").decode() for line in raw.split(b"\n\n") if line.startswith(b"data: ")]
+
+
+def test_text_stream_with_reasoning_usage_and_done():
+    with FakeModelServer(
+        [Reply.text("Hello", reasoning="hm", pieces=2, usage=Usage(100, 7, cache_hit_tokens=60))]
+    ) as s:
+        connection, response = post(s, {"model": "deepseek-chat", "messages": [{"role": "user", "content": "hi"}]})
+        assert response.status == 200
+        assert response.getheader("Content-Type") == "text/event-stream"
+        data = events(response.read())
+        connection.close()
+    assert data[-1] == "[DONE]"
+    chunks = [json.loads(d) for d in data[:-1]]
+    assert all(c["object"] == "chat.completion.chunk" and c["model"] == "deepseek-chat" for c in chunks)
+    deltas = [c["choices"][0]["delta"] for c in chunks]
+    assert [d.get("reasoning_content") for d in deltas[1:3]] == ["h", "m"]
+    assert "".join(d.get("content") or "" for d in deltas) == "Hello"
+    assert chunks[-1]["choices"][0]["finish_reason"] == "stop"
+    assert chunks[-1]["usage"]["prompt_cache_hit_tokens"] == 60
+    assert chunks[-1]["usage"]["prompt_cache_miss_tokens"] == 40
+    assert s.requests == [{"model": "deepseek-chat", "messages": [{"role": "user", "content": "hi"}]}]
+
+
+def test_tool_call_deltas():
+    with FakeModelServer([Reply.tool_calls(ToolCall("read", '{"p": 1}', id="c7", pieces=2))]) as s:
+        connection, response = post(s)
+        chunks = [json.loads(d) for d in events(response.read())[:-1]]
+        connection.close()
+    calls = [c["choices"][0]["delta"]["tool_calls"][0] for c in chunks if c["choices"][0]["delta"].get("tool_calls")]
+    assert calls[0] == {"index": 0, "id": "c7", "type": "function", "function": {"name": "read", "arguments": ""}}
+    assert "".join(c["function"]["arguments"] for c in calls) == '{"p": 1}'
+    assert chunks[-1]["choices"][0]["finish_reason"] == "tool_calls"
+
+
+def test_errors_have_status_body_and_retry_after():
+    with FakeModelServer([Reply.rate_limited(3), Reply.unauthorized(), Reply.context_window_exceeded("openai")]) as s:
+        for status in (429, 401, 400):
+            connection, response = post(s)
+            body = json.loads(response.read())
+            assert response.status == status
+            assert body["error"]["message"]
+            if status == 429:
+                assert response.getheader("Retry-After") == "3"
+            connection.close()
+        assert body["error"]["code"] == "context_length_exceeded"
+
+
+def test_cut_stream_ends_without_done_and_incomplete():
+    with FakeModelServer([Reply.text("abcdef", pieces=6).cut(3)]) as s:
+        connection, response = post(s)
+        with pytest.raises(http.client.IncompleteRead):
+            response.read()
+        connection.close()
+
+
+def test_hang_never_answers_until_close_and_requests_are_recorded():
+    server = FakeModelServer([Reply.hang()]).start()
+    sock = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+    body = b'{"model": "m", "messages": []}'
+    sock.sendall(b"POST /chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+    assert server.wait_for_requests(1)[0]["model"] == "m"
+    sock.settimeout(0.2)
+    with pytest.raises(TimeoutError):
+        sock.recv(1)
+    closer = threading.Thread(target=server.close)
+    started = time.monotonic()
+    closer.start()
+    closer.join(5)
+    assert time.monotonic() - started < 3
+    sock.close()
+
+
+def test_script_exhaustion_and_default():
+    with FakeModelServer(default=Reply.text("again")) as s:
+        for _ in range(2):
+            connection, response = post(s)
+            assert events(response.read())[-1] == "[DONE]"
+            connection.close()
+        assert len(s.requests) == 2
+    with FakeModelServer() as s:
+        connection, response = post(s)
+        assert response.status == 500
+        response.read()
+        connection.close()

@@ -13,9 +13,15 @@ JSON-able dict that :func:`main` prints and adds to the ``--json`` line):
 2. ``open`` — attaching the built-ins to an opened 100k-event session: a cold fold of
    the whole log, against seeding from cache rows written 50 events before the end
    (what ``store.open`` will do with a warm projection cache), and at the end.
-3. (to come with the store's projection cache, issue #5 part 2) ``sessions_list`` —
-   ``dshpy sessions list`` over 10,000 sessions x 50 events, timed as a whole CLI
-   process with a warm cache; add it to :data:`SECTIONS`.
+3. ``sessions_list`` — ``dshpy sessions list --json`` over a SQLite store of 10,000
+   sessions x 50 events, timed as a whole CLI process (``python -m dshpy``, startup
+   and imports included) with a warm projection cache: the median of ``--list-runs``
+   runs. Beside it, for scale: the same process running ``dshpy sessions --help`` (the
+   fixed cost of starting Python and importing dshpy; the two alternate run by run, as
+   the shared machine's speed drifts), ``store.list_projections`` in process, and one
+   cold ``list`` after the cache table is emptied (it folds every log and writes the
+   rows back). The store is built in bulk through the SQLite store's own row encoders,
+   in one transaction, then checkpointed (``--list-sessions`` to change the size).
 
 The log is realistic: TurnScript turns (3 steps, 2 tool calls per step) with a
 ``todo/write`` after each, replayed event by event with their original seqs. The
@@ -29,15 +35,22 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gc
+import os
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import orjson
 
 import dshpy
 from dshpy.projections import BUILTINS, CachedState, ProjectionRegistry, ProjectionRunner, attach
+from dshpy.storage.projection_cache import rows_of
+from dshpy.storage.sqlite import SqliteStore
 from dshpy.testing.builders import TurnScript
 
 BLOCK = 50
@@ -172,11 +185,120 @@ def _through_json(rows: dict[str, CachedState]) -> dict[str, CachedState]:
     return {key: CachedState.from_json(value) for key, value in orjson.loads(raw).items()}
 
 
+# -- 3. sessions list over a big store ------------------------------------------------------------
+
+LIST_EVENTS = 50
+
+
+def list_template() -> tuple[dshpy.SessionHeader, list[dshpy.SessionEvent]]:
+    """A 50-event session of whole turns (1-2 steps, one tool call), padded with ``todo/write``, and a title."""
+    session = dshpy.Session.new(cwd="/bench")
+    script = TurnScript(session)
+    script.turn("read notes.txt and summarize what it says about the release", steps=2, system="Be brief.")
+    session.append("session/title", {"title": "Release notes summary", "messageSeqs": [], "source": {"kind": "user"}})
+    while len(session) + 10 <= LIST_EVENTS:
+        script.turn("and the next item?", steps=1)
+    while len(session) < LIST_EVENTS:
+        session.append("todo/write", {"todos": [{"content": "read", "status": "completed"}]})
+    return session.header, list(session.events)
+
+
+def build_list_store(path: Path, count: int) -> float:
+    """``count`` sessions of the template, with their cache rows, in one transaction; returns the seconds it took."""
+    started = time.perf_counter()
+    template_header, events = list_template()
+    checkpoint = attach(dshpy.Session(template_header, events)).checkpoint()
+    store = SqliteStore(path)
+    base_time = events[0].time
+    try:
+        with store._write() as db:
+            for index in range(count):
+                header = dshpy.SessionHeader.new(
+                    f"bench-{index:06d}", cwd="/bench", created_at=base_time - count + index
+                )
+                db.execute(
+                    "INSERT INTO sessions (id, header, created_at, cwd, parent_session, base_id, base_count) "
+                    "VALUES (?, ?, ?, ?, NULL, NULL, 0)",
+                    (header.id, orjson.dumps(header.to_record()).decode(), header.created_at, header.cwd),
+                )
+                db.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?)", store._rows(header.id, events))
+                db.executemany(
+                    "INSERT INTO projection_cache VALUES (?, ?, ?, ?, ?, ?)",
+                    [
+                        (header.id, row.key, row.state_version, row.seq, orjson.dumps(row.state).decode(), row.identity)
+                        for row in rows_of(header, checkpoint)
+                    ],
+                )
+        store._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # as a long-lived store is: pages in the main file
+    finally:
+        store.close()
+    return time.perf_counter() - started
+
+
+def run_cli_process(url: str, *args: str) -> tuple[float, bytes]:
+    env = {**os.environ, "DSHPY_HOME": str(Path(url.removeprefix("sqlite:///")).parent / "home")}
+    env.pop("DSHPY_STORE", None)
+    t0 = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-m", "dshpy", "--store", url, *args], capture_output=True, check=True, env=env
+    )
+    return time.perf_counter() - t0, done.stdout
+
+
+def bench_sessions_list(header: dshpy.SessionHeader, events: list[dshpy.SessionEvent], args: Any) -> dict[str, Any]:
+    count = args.list_sessions
+    with tempfile.TemporaryDirectory(prefix="dshpy-bench-list-") as directory:
+        path = Path(directory) / "sessions.db"
+        build_s = build_list_store(path, count)
+        url = f"sqlite:///{path}"
+        run_cli_process(url, "sessions", "--help")  # warm the OS page cache and Python's bytecode cache
+        run_cli_process(url, "sessions", "list", "--json")
+        help_runs: list[float] = []
+        list_runs: list[float] = []
+        output = b""
+        for _ in range(args.list_runs):  # alternating, so that both see the same machine (a shared VM drifts)
+            help_runs.append(run_cli_process(url, "sessions", "--help")[0])
+            elapsed, output = run_cli_process(url, "sessions", "list", "--json")
+            list_runs.append(elapsed)
+        rows = orjson.loads(output)
+        assert len(rows) == count and rows[0]["turns"] >= 1 and rows[0]["lifecycle"] == "active", rows[0]
+        store = SqliteStore(path)
+        try:
+            in_process = []
+            for _ in range(args.list_runs):
+                with no_gc():  # as the CLI runs it (this process also holds the 100k-event log of sections 1-2)
+                    t0 = time.perf_counter()
+                    listed = store.list_projections(("title", "stats", "lifecycle"))
+                    in_process.append(time.perf_counter() - t0)
+            assert len(listed) == count
+            with store._write() as db:
+                db.execute("DELETE FROM projection_cache")
+        finally:
+            store.close()
+        cold_s, _ = run_cli_process(url, "sessions", "list", "--json")  # folds every log, writes the rows back
+        rewarmed_s, _ = run_cli_process(url, "sessions", "list", "--json")
+    return {
+        "sessions": count,
+        "events_per_session": LIST_EVENTS,
+        "build_s": build_s,
+        "runs": args.list_runs,
+        "list_warm_s_median": statistics.median(list_runs),
+        "list_warm_s_min": min(list_runs),
+        "list_warm_s_all": list_runs,
+        "help_s_median": statistics.median(help_runs),
+        "list_minus_help_s_median": statistics.median(a - b for a, b in zip(list_runs, help_runs, strict=True)),
+        "list_projections_in_process_s_median": statistics.median(in_process),
+        "list_cold_s": cold_s,
+        "list_after_cold_s": rewarmed_s,
+    }
+
+
 # -- report -------------------------------------------------------------------------------------
 
 SECTIONS: dict[str, Callable[[dshpy.SessionHeader, list[dshpy.SessionEvent], Any], dict[str, Any]]] = {
     "per_append": bench_per_append,
     "open": bench_open,
+    "sessions_list": bench_sessions_list,
 }
 
 
@@ -199,7 +321,27 @@ def report_open(result: dict[str, Any], args: Any) -> None:
     print(f"   cache rows at the end             {result['cache_at_end_ms']:>9.1f}")
 
 
-REPORTS: dict[str, Callable[[dict[str, Any], Any], None]] = {"per_append": report_per_append, "open": report_open}
+def report_sessions_list(result: dict[str, Any], args: Any) -> None:
+    n = result["sessions"]
+    print(
+        f"3. `dshpy sessions list --json`, {n:,} sessions x {result['events_per_session']} events (SQLite), "
+        f"whole process, median of {result['runs']} (s)"
+    )
+    warm, fastest = result["list_warm_s_median"], result["list_warm_s_min"]
+    print(f"   warm projection cache                 {warm:>7.3f}  (min {fastest:.3f})")
+    print(f"   `dshpy sessions --help` (startup)     {result['help_s_median']:>7.3f}")
+    print(f"   list minus startup, run by run        {result['list_minus_help_s_median']:>7.3f}")
+    print(f"   store.list_projections in process     {result['list_projections_in_process_s_median']:>7.3f}")
+    print(f"   cold: no cache rows (folds, writes)   {result['list_cold_s']:>7.3f}")
+    print(f"   the next list, warm again             {result['list_after_cold_s']:>7.3f}")
+    print(f"   (store built in {result['build_s']:.1f} s)")
+
+
+REPORTS: dict[str, Callable[[dict[str, Any], Any], None]] = {
+    "per_append": report_per_append,
+    "open": report_open,
+    "sessions_list": report_sessions_list,
+}
 
 
 def main() -> None:
@@ -207,7 +349,11 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="smaller sizes (a smoke run)")
     parser.add_argument("--json", action="store_true", help="also print one JSON line with every number")
     parser.add_argument("--only", nargs="+", choices=sorted(SECTIONS), help="run only these sections")
+    parser.add_argument("--list-sessions", type=int, default=None, help="sessions in the list store (10000)")
+    parser.add_argument("--list-runs", type=int, default=None, help="timed list processes (9)")
     args = parser.parse_args()
+    args.list_sessions = args.list_sessions or (1_000 if args.quick else 10_000)
+    args.list_runs = args.list_runs or (3 if args.quick else 9)
     args.sizes = (1_000, 10_000) if args.quick else (1_000, 10_000, 100_000)
     args.appends = 500 if args.quick else 3_000
     args.open_size = args.sizes[-1]

@@ -46,11 +46,14 @@ from dshpy.projections import (
     snapshot,
     state_of,
 )
+from dshpy.sdk import AsyncHarnessClient, HarnessClient
 from dshpy.storage import BaseStore, MemoryStore, SessionInfo, SessionStore, open_store
 
 __version__ = "0.1.0.dev0"
 
 __all__ = [
+    "AsyncHarnessClient",
+    "HarnessClient",
     "DEFAULT_CHAIN",
     "EVENT_DATA_SHAPES",
     "FORMAT_VERSION",

@@ -98,6 +98,12 @@ def test_damaged_event(store, dshpy_cli, db_path):
     for command in (["show", "demo"], ["log", "demo"], ["export", "demo"], ["repair", "demo"]):
         assert "damaged" in one_line_error(dshpy_cli("sessions", *command, code=EXIT_DATA))
 
+    listed = dshpy_cli("sessions", "list")  # the cache is current: list reads no events, so it cannot notice
+    assert "fine" in listed.stdout and "demo" in listed.stdout and "unreadable" not in listed.stdout
+
+    with sqlite3.connect(db_path) as db:  # without cache rows, list folds the logs and meets the damage
+        db.execute("DELETE FROM projection_cache")
+    db.close()
     listed = dshpy_cli("sessions", "list")  # one bad session does not hide the others
     assert "fine" in listed.stdout and "unreadable" in listed.stdout
     assert "1 session(s) could not be read" in listed.stderr

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 
 import pytest
 from cli_support import build_session, run_cli
@@ -13,24 +14,26 @@ from dshpy.storage.sqlite import SqliteStore
 from dshpy.testing.builders import assistant_data
 
 
-def test_list_json_reports_turns_title_first_prompt_and_forks(store, dshpy_cli):
+def test_list_json_reports_turns_title_lifecycle_and_forks(store, dshpy_cli):
     build_session(store, "titled", title="Reading a.txt")
     build_session(store, "plain", turns=3, prompt="   what   is\nin a.txt?  ")
     store.fork("titled", child_id="child").close()
+    store.create(session_id="new").close()
 
     rows = {row["id"]: row for row in json.loads(dshpy_cli("sessions", "list", "--json").stdout)}
 
-    assert set(rows) == {"titled", "plain", "child"}
+    assert set(rows) == {"titled", "plain", "child", "new"}
     assert rows["titled"]["turns"] == 2
-    assert rows["titled"]["title"] == "Reading a.txt"
-    assert rows["titled"]["firstPrompt"] == "please read a.txt"
+    assert (rows["titled"]["title"], rows["titled"]["titleSource"]) == ("Reading a.txt", "event")
     assert rows["titled"]["forks"] == ["child"]
+    assert rows["titled"]["lifecycle"] == "active"
     assert rows["plain"]["turns"] == 3
-    assert rows["plain"]["title"] is None
-    assert rows["plain"]["firstPrompt"] == "what is in a.txt?"  # whitespace collapsed
+    assert (rows["plain"]["title"], rows["plain"]["titleSource"]) == ("what is in a.txt?", "prompt")  # cleaned
     assert rows["child"]["parentSession"] == "titled"
     assert rows["child"]["turns"] == 2  # inherited turns count
+    assert rows["child"]["lifecycle"] == "created"  # a fork starts its own life
     assert rows["child"]["eventCount"] == store.stat("child").event_count
+    assert (rows["new"]["turns"], rows["new"]["title"], rows["new"]["lifecycle"]) == (0, None, "created")
 
 
 def test_list_table_shows_every_column(store, dshpy_cli):
@@ -41,7 +44,7 @@ def test_list_table_shows_every_column(store, dshpy_cli):
     out = dshpy_cli("sessions", "list").stdout
 
     header = out.splitlines()[0].split()
-    assert header[:6] == ["id", "created", "cwd", "turns", "events", "title"]
+    assert header[:7] == ["id", "created", "cwd", "turns", "events", "state", "title"]
     assert header[-1] == "parent"
     child = next(line for line in out.splitlines() if line.startswith("child "))
     assert "Reading a.txt" in child and child.split()[-1] == "titled"
@@ -49,15 +52,29 @@ def test_list_table_shows_every_column(store, dshpy_cli):
     assert "x" * 50 in plain and "…" in plain and "x" * 200 not in plain  # truncated prompt
 
 
-def test_list_reads_only_the_event_types_it_needs(store, dshpy_cli, monkeypatch):
-    build_session(store, "a", turns=3)
+def test_list_reads_no_events_when_the_cache_is_current(store, dshpy_cli, monkeypatch):
+    build_session(store, "a", turns=3)  # closed by its writer: cache rows at the end of the log
 
-    def full_read(*_args, **_kwargs):
-        raise AssertionError("list must not read whole logs on SQLite")
+    def no_reads(*_args, **_kwargs):
+        raise AssertionError("list must answer from the projection cache")
 
-    monkeypatch.setattr(SqliteStore, "read", full_read)
+    monkeypatch.setattr(SqliteStore, "_own_events", no_reads)
+    monkeypatch.setattr(SqliteStore, "read", no_reads)
     rows = json.loads(dshpy_cli("sessions", "list", "--json").stdout)
     assert rows[0]["turns"] == 3
+
+
+def test_list_without_a_cache_folds_the_logs_and_writes_the_rows_back(store, dshpy_cli, db_path):
+    build_session(store, "a", turns=3, title="Three turns")
+    with sqlite3.connect(db_path) as db:
+        db.execute("DELETE FROM projection_cache")
+    db.close()
+
+    rows = json.loads(dshpy_cli("sessions", "list", "--json").stdout)
+
+    assert (rows[0]["turns"], rows[0]["title"], rows[0]["lifecycle"]) == (3, "Three turns", "active")
+    keys = {row.key for row in store._load_projection_rows("a")}
+    assert keys == {"title", "stats", "lifecycle"}  # refreshed for the next list
 
 
 def test_list_limit_and_empty_store(store, dshpy_cli):

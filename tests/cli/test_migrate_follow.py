@@ -14,16 +14,17 @@ import pytest
 from cli_support import run_cli
 
 import dshpy
+from dshpy.storage.sqlite import SCHEMA_MIGRATIONS
 from dshpy.testing.builders import TurnScript
 
 
 def test_migrate_sqlite_creates_and_reports(runner, tmp_path):
     url = f"sqlite:///{tmp_path / 'new.db'}"
     result = run_cli(runner, ["--store", url, "migrate"])
-    assert "schema is at version 1" in result.stdout
+    assert f"schema is at version {len(SCHEMA_MIGRATIONS)}" in result.stdout
     assert (tmp_path / "new.db").exists()
     result = run_cli(runner, ["migrate", "--store", url, "--json"])
-    assert json.loads(result.stdout)["schemaVersion"] == 1
+    assert json.loads(result.stdout)["schemaVersion"] == len(SCHEMA_MIGRATIONS)
 
 
 def test_migrate_memory_has_nothing_to_do(runner):
@@ -37,10 +38,12 @@ def test_migrate_memory_has_nothing_to_do(runner):
 
 
 def test_migrate_postgres_applies_once(runner, postgres_url):
+    from dshpy.storage.postgres_schema import MIGRATIONS
+
     first = run_cli(runner, ["--store", postgres_url, "migrate", "--json"])
-    assert json.loads(first.stdout)["applied"] == [1]
+    assert json.loads(first.stdout)["applied"] == [m.version for m in MIGRATIONS]
     again = run_cli(runner, ["--store", postgres_url, "migrate"])
-    assert "schema is at version 1, nothing to do" in again.stdout
+    assert f"schema is at version {len(MIGRATIONS)}, nothing to do" in again.stdout
 
 
 def test_migrate_refuses_a_bad_schema_name(runner, postgres_dsn):

@@ -11,7 +11,7 @@ from rich.text import Text
 
 import dshpy
 from dshpy.cli import render
-from dshpy.cli.summary import preview, read_types, summarize
+from dshpy.cli.summary import LIST_KEYS, preview, read_types, summary_of
 
 
 def test_clean_makes_control_characters_visible():
@@ -62,5 +62,5 @@ def test_typed_reads_follow_fork_chains(any_store):
         for start in (0, 5, ends[0] + 1):
             tail = [e.to_wire() for e in store.read(session_id, start) if e.type in types]
             assert [e.to_wire() for e in read_types(store, session_id, types, start)] == tail
-    assert summarize(store, store.stat("leaf")).turns == 1
-    assert summarize(store, store.stat("mid")).turns == 2
+    turns = {listed.info.id: summary_of(listed).turns for listed in store.list_projections(LIST_KEYS)}
+    assert turns == {"root": 3, "mid": 2, "leaf": 1}

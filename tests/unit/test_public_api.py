@@ -13,7 +13,7 @@ EXPECTED = PROJECTIONS | {
     "FormatVersionError", "FrozenDict", "FrozenList", "InvalidSessionIdError", "InvariantError", "Lifecycle",
     "MemoryStore", "Message", "Migration", "MigrationChain", "ReadOnlySessionError", "Session", "SessionEvent",
     "SessionExistsError", "SessionHeader", "SessionInfo", "SessionNotFound", "SessionStore", "StoreError",
-    "StoreUnavailableError",
+    "StoreUnavailableError", "HarnessClient", "AsyncHarnessClient",
     "SurfaceError", "SurfaceOp", "SurfaceReplace", "UnknownEventTypeError", "__version__", "check_session_id",
     "decode_event", "encode_event", "freeze_json", "interrupted_turn_closers", "new_message_id", "new_session_id",
     "open_store", "open_turn_closers", "plan_fork", "thaw", "validate",

@@ -12,6 +12,7 @@ cli.add_command(sessions)
 # The agent commands import the model client (openai, ~0.8 s): only when they run, not for `sessions list`.
 cli.add_lazy_command("run", "dshpy.cli.agent:run")
 cli.add_lazy_command("chat", "dshpy.cli.agent:chat")
+cli.add_lazy_command("serve", "dshpy.cli.serve:serve")
 cli.add_command(migrate)
 
 __all__ = ["cli", "main"]

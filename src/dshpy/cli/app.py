@@ -13,6 +13,7 @@ never a traceback.
 
 from __future__ import annotations
 
+import importlib
 import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -22,9 +23,8 @@ from typing import IO, Any, TypeVar
 
 import click
 import orjson
-from rich.console import Console
+from rich.console import Console, RenderableType
 from rich.measure import Measurement
-from rich.table import Table
 
 from dshpy.core.json import dumps
 from dshpy.errors import (
@@ -133,7 +133,29 @@ def translate_errors() -> Iterator[None]:
 
 
 class DshpyGroup(click.Group):
-    """A group whose commands (and their argument parsing) go through :func:`translate_errors`."""
+    """A group whose commands (and their argument parsing) go through :func:`translate_errors`.
+
+    Commands with heavy imports (the agent's model client) can be registered lazily
+    (:meth:`add_lazy_command`): their module is imported only when the command runs or
+    help lists it, so ``dshpy sessions list`` does not pay for it at startup.
+    """
+
+    def add_lazy_command(self, name: str, target: str) -> None:
+        """Register ``target`` (``"package.module:attribute"``, a click command) as ``name``, imported on first use."""
+        lazy: dict[str, str] = self.__dict__.setdefault("_lazy_commands", {})
+        lazy[name] = target
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        lazy: dict[str, str] = self.__dict__.get("_lazy_commands", {})
+        return sorted({*super().list_commands(ctx), *lazy})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        lazy: dict[str, str] = self.__dict__.get("_lazy_commands", {})
+        if cmd_name in lazy and cmd_name not in self.commands:
+            module_name, _, attribute = lazy[cmd_name].partition(":")
+            command = getattr(importlib.import_module(module_name), attribute)
+            self.add_command(command, cmd_name)
+        return super().get_command(ctx, cmd_name)
 
     def make_context(
         self, info_name: str | None, args: list[str], parent: click.Context | None = None, **extra: Any
@@ -194,8 +216,9 @@ class AppState:
             self.out_console = console
         return self.out_console
 
-    def print_table(self, table: Table) -> None:
-        """Print a table at the terminal's width, or unclipped when stdout is not a terminal."""
+    def print_table(self, table: RenderableType) -> None:
+        """Print a table (or anything holding one) at the terminal's width, or unclipped when stdout is not a
+        terminal."""
         console = self.out
         if not console.is_terminal:
             wide = Console(highlight=False, width=_MAX_PIPE_WIDTH, no_color=True, file=console.file)

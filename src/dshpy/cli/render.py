@@ -49,6 +49,7 @@ __all__ = [
     "session_card",
     "sessions_table",
     "show_progress",
+    "stats_view",
     "transcript",
 ]
 
@@ -104,26 +105,147 @@ def sessions_table(rows: Sequence[SessionSummary]) -> Table:
     table.add_column("cwd", overflow="ellipsis", no_wrap=True, max_width=32)
     table.add_column("turns", justify="right", no_wrap=True, min_width=5)
     table.add_column("events", justify="right", no_wrap=True, min_width=6)
+    table.add_column("state", no_wrap=True, min_width=5)
     table.add_column("title / first prompt", overflow="ellipsis", no_wrap=True, ratio=1, min_width=10)
     table.add_column("parent", overflow="ellipsis", no_wrap=True, style="dim")
     for row in rows:
         info = row.info
         if row.error is not None:
             label = Text(clean(f"unreadable: {row.error}"), style="red")
-        elif row.title:
-            label = Text(clean(row.title))
-        else:
-            label = Text(clean(row.first_prompt or ""), style="italic")
+        else:  # a title from the first prompt is shown in italics, a real one upright
+            label = Text(clean(row.title or ""), style="italic" if row.title_source == "prompt" else "")
+        state = row.lifecycle or ""
         table.add_row(
             info.id,
             format_time(info.created_at),
             Text(clean(info.cwd or "")),
             str(row.turns),
             str(info.event_count),
+            Text(state, style=LIFECYCLE_STYLES.get(state, "")),
             label,
             info.parent_session or "",
         )
     return table
+
+
+LIFECYCLE_STYLES = {
+    "created": "dim",
+    "active": "green",
+    "paused": "yellow",
+    "completed": "",
+    "failed": "red",
+    "archived": "dim",
+}
+"""How a lifecycle state is shown in tables and cards."""
+
+
+# -- stats ----------------------------------------------------------------------------------
+
+
+def format_ms(ms: int | float) -> str:
+    """A duration for people: ``850 ms``, ``12.3 s``, ``4 min 05 s``."""
+    if ms < 1000:
+        return f"{ms:.0f} ms"
+    if ms < 60_000:
+        return f"{ms / 1000:.1f} s"
+    minutes, seconds = divmod(round(ms / 1000), 60)
+    return f"{minutes} min {seconds:02d} s"
+
+
+def format_usd(usd: float) -> str:
+    """Dollars with the digits a small amount needs: ``$0.000147``, ``$0.0213``, ``$12.40``."""
+    if usd >= 1:
+        return f"${usd:,.2f}"
+    return f"${usd:.4f}" if usd >= 0.01 or usd == 0 else f"${usd:.6f}"
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count:,} {noun}" if count == 1 else f"{count:,} {noun}s"
+
+
+def _int(value: Any, name: str) -> int:
+    found = value.get(name) if isinstance(value, dict) else None
+    return found if type(found) is int else 0
+
+
+def stats_view(result: dict[str, Any], *, price_hint: str | None) -> RenderableType:
+    """``sessions stats``: lifecycle, work and time counts, then tokens (and cost) per model."""
+    lifecycle, work, usage, cost = result["lifecycle"], result["stats"], result["usage"], result["cost"]
+    rows: list[tuple[str, Text | str]] = []
+    if result.get("title"):
+        rows.append(
+            ("title", Text(clean(str(result["title"])), style="italic" if result["titleSource"] == "prompt" else ""))
+        )
+    state = str(lifecycle.get("state"))
+    since = lifecycle.get("sinceTime")
+    line = Text(state, style=LIFECYCLE_STYLES.get(state, ""))
+    if isinstance(since, int):
+        line.append(f"  since {format_time(since, precise=True)} (seq {lifecycle.get('sinceSeq')})", style="dim")
+    if isinstance(lifecycle.get("reason"), str):
+        line.append(f"  {clean(lifecycle['reason'])}")
+    rows.append(("state", line))
+    failed = _int(work, "failedModelCalls")
+    errors = _int(work, "toolErrors")
+    rows.append(
+        (
+            "work",
+            f"{_plural(_int(work, 'turns'), 'turn')} · {_plural(_int(work, 'steps'), 'step')} · "
+            f"{_plural(_int(work, 'modelCalls') + failed, 'model call')}"
+            + (f" ({failed} failed)" if failed else "")
+            + f" · {_plural(_int(work, 'toolCalls'), 'tool call')}"
+            + (f" ({_plural(errors, 'error')})" if errors else ""),
+        )
+    )
+    ttft_count = _int(work, "ttftCount")
+    timing = f"model {format_ms(_int(work, 'modelMs'))} · tools {format_ms(_int(work, 'toolMs'))}"
+    if ttft_count:
+        timing += f" · first token {format_ms(_int(work, 'ttftMs') / ttft_count)} (mean of {ttft_count})"
+    rows.append(("time", timing))
+    rows.append(("as of", f"seq {result['asOfSeq']}"))
+    parts: list[RenderableType] = [Text.assemble(("session ", "bold"), (str(result["id"]), "bold cyan"))]
+    parts.extend(Text.assemble((f"{label:<9}", "dim"), value) for label, value in rows)
+
+    table = Table(box=None, header_style="bold", pad_edge=False, expand=False, title_justify="left")
+    table.add_column("model", no_wrap=True)
+    for name in ("calls", "input", "cache read", "cache write", "output", "reasoning"):
+        table.add_column(name, justify="right", no_wrap=True)
+    if cost is not None:
+        table.add_column("cost", justify="right", no_wrap=True)
+    prices = {(c.get("provider"), c.get("model")): c.get("usd") for c in cost["byModel"]} if cost else {}
+
+    def counts(tokens: Any) -> list[str]:
+        return [
+            f"{_int(tokens, name):,}"
+            for name in ("inputTokens", "cacheReadTokens", "cacheWriteTokens", "outputTokens", "reasoningTokens")
+        ]
+
+    for entry in usage.get("byModel") or ():
+        provider, model = entry.get("provider"), entry.get("model")
+        name = "/".join(str(part) for part in (provider, model) if part is not None) or "(unknown)"
+        calls = f"{_int(entry, 'messages')}" + (
+            f" +{_int(entry, 'failedAttempts')} failed" if _int(entry, "failedAttempts") else ""
+        )
+        row: list[Text | str] = [Text(clean(name)), calls, *counts(entry.get("tokens"))]
+        if cost is not None:
+            usd = prices.get((provider, model))
+            row.append(format_usd(usd) if isinstance(usd, float) else Text("no price", style="yellow"))
+        table.add_row(*row)
+    total_calls = f"{_int(usage, 'messages')}" + (
+        f" +{_int(usage, 'failedAttempts')} failed" if _int(usage, "failedAttempts") else ""
+    )
+    total: list[Text | str] = [Text("total", style="bold"), total_calls, *counts(usage.get("total"))]
+    if cost is not None:
+        total.append(format_usd(cost["total"]) + ("" if cost["complete"] else " +?"))
+    table.add_row(*total)
+    parts.extend([Text(), Indent(table, 0)])
+    if cost is not None:
+        note = f"cost estimated from {', '.join(cost['sources'])} (USD per 1M tokens; failed attempts billed)"
+        if not cost["complete"]:
+            note += f"; no price for {', '.join(cost['unpriced'])}"
+        parts.append(Text(note, style="dim"))
+    elif price_hint is not None:
+        parts.append(Text(f"cost: {price_hint}", style="dim"))
+    return Group(*parts)
 
 
 # -- show -----------------------------------------------------------------------------------

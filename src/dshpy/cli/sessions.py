@@ -1,16 +1,22 @@
-"""``dshpy sessions …``: list, show, log, fork, repair, export, import and delete stored sessions.
+"""``dshpy sessions …``: list, show, log, stats, fork, repair, export, import, delete, archive, pause, resume.
 
 Each command is a thin layer over the :class:`~dshpy.SessionStore` API; read-only
-commands (``list``, ``show``, ``log``, ``export``) never create a store and never
-write (``show`` displays crash repair in memory, as ``store.inspect`` does).
+commands (``list``, ``show``, ``log``, ``stats``, ``export``) never create a store and
+never append to a session (``show`` displays crash repair in memory, as
+``store.inspect`` does). ``list`` and ``stats`` read projections from the store's
+projection cache and may refresh cache rows they had to re-fold — derived data, never
+the log.
 """
 
 from __future__ import annotations
 
 import fnmatch
+import gc
 import os
 import tempfile
+import time as _time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -21,12 +27,15 @@ from rich.text import Text
 from dshpy.core.events import SessionEvent
 from dshpy.core.ids import check_session_id
 from dshpy.core.json import thaw
-from dshpy.errors import CorruptSessionError, FormatVersionError
+from dshpy.errors import LifecycleError
+from dshpy.projections.builtins.lifecycle import LIFECYCLE, SESSION_STATE_TYPE, SessionState
+from dshpy.projections.runner import state_of
 from dshpy.storage.base import BaseStore
 
 from . import render
 from .app import AppState, CliError, DataError, common_options, emit_json, emit_json_line, pass_state
-from .summary import SessionSummary, read_types, summarize
+from .prices import CONFIG_FILENAME, PRICES_ENV, PriceError, estimate_cost, load_prices
+from .summary import LIST_KEYS, read_types, summary_of
 
 __all__ = ["sessions"]
 
@@ -53,22 +62,32 @@ session_id_argument = click.argument("session_id", metavar="ID", callback=_sessi
 # -- list ---------------------------------------------------------------------------------
 
 
+@contextmanager
+def _no_cyclic_gc() -> Iterator[None]:
+    """Listing a big store builds tens of thousands of small acyclic objects (headers, parsed rows); the cyclic
+    collector would rescan them all several times for nothing (~0.1 s over 10,000 sessions)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 @sessions.command("list")
 @click.option("--limit", type=click.IntRange(min=1), help="Show at most this many sessions (newest first).")
 @common_options
 @pass_state
 def list_sessions(state: AppState, limit: int | None) -> None:
-    """List sessions, newest activity first: id, created, cwd, turns, events, title or first prompt, parent."""
+    """List sessions, newest activity first: id, created, cwd, turns, events, state, title, parent.
+
+    Turns, title (the latest session/title, else the first prompt's) and lifecycle state come
+    from the projection cache: sessions whose cache is current cost no event reads.
+    """
     store = state.open_store(create=False)
-    infos = store.list()
-    if limit is not None:
-        infos = infos[:limit]
-    rows: list[SessionSummary] = []
-    for info in infos:
-        try:
-            rows.append(summarize(store, info))
-        except (CorruptSessionError, FormatVersionError) as error:
-            rows.append(SessionSummary(info, 0, None, None, error=" ".join(str(error).split())))
+    with _no_cyclic_gc():
+        rows = [summary_of(listed) for listed in store.list_projections(LIST_KEYS, limit=limit)]
     if state.json:
         emit_json([row.to_dict() for row in rows])
     elif rows:
@@ -176,9 +195,7 @@ def _follow(state: AppState, store: BaseStore, session_id: str, from_seq: int, t
     metavar="TYPE",
     help="Only events of this type (repeatable; shell-style patterns such as 'turn/*' work).",
 )
-@click.option(
-    "-f", "--follow", is_flag=True, help="Keep printing events as any writer commits them, until Ctrl-C."
-)
+@click.option("-f", "--follow", is_flag=True, help="Keep printing events as any writer commits them, until Ctrl-C.")
 @common_options
 @pass_state
 def log(state: AppState, session_id: str, from_seq: int, types: tuple[str, ...], follow: bool) -> None:
@@ -198,6 +215,168 @@ def log(state: AppState, session_id: str, from_seq: int, types: tuple[str, ...],
         return
     for event in events:
         state.out.print(render.event_line(event), soft_wrap=True)
+
+
+# -- stats ----------------------------------------------------------------------------------
+
+_STATS_KEYS = ("usage", "stats", "lifecycle", "title")
+_INTERNAL = {"stats": ("requestStart", "pendingTools"), "usage": ("route",), "lifecycle": ("turnOpen",)}
+"""Bookkeeping fields of the built-in states that are not results (in-flight requests, open turns)."""
+
+
+def _public(key: str, value: Any) -> Any:
+    plain = thaw(value)
+    if isinstance(plain, dict):
+        for name in _INTERNAL.get(key, ()):
+            plain.pop(name, None)
+    return plain
+
+
+PRICE_HINT = (
+    f'no prices configured; add USD per 1M tokens to $DSHPY_HOME/{CONFIG_FILENAME}, e.g. [prices."deepseek-chat"] '
+    f"input = 0.27, cache_read = 0.07, output = 1.10 — or set {PRICES_ENV} to the same as JSON"
+)
+
+
+@sessions.command("stats")
+@session_id_argument
+@common_options
+@pass_state
+def stats(state: AppState, session_id: str) -> None:
+    """Show a session's token usage (failed attempts included, per model), with a cost estimate when prices are
+    configured, its work and time counts, and its lifecycle state.
+
+    Prices: USD per 1M tokens in $DSHPY_HOME/config.toml, e.g.
+
+    \b
+      [prices."deepseek-chat"]
+      input = 0.27        # uncached input
+      cache_read = 0.07   # default: input
+      cache_write = 0.27  # default: input
+      output = 1.10       # reasoning included
+
+    or the same table as JSON in $DSHPY_PRICES. Without prices, only tokens are shown.
+    """
+    store = state.open_store(create=False)
+    try:
+        prices = load_prices()
+    except PriceError as error:
+        raise CliError(str(error)) from None
+    snapshot = store.projections(session_id, _STATS_KEYS)
+    values = {key: _public(key, value) for key, value in snapshot["values"].items()}
+    cost = estimate_cost(values["usage"], prices) if prices else None
+    title = values["title"]
+    result = {
+        "id": session_id,
+        "asOfSeq": snapshot["as_of_seq"],
+        "title": title.get("title"),
+        "titleSource": title.get("source"),
+        "lifecycle": values["lifecycle"],
+        "stats": values["stats"],
+        "usage": values["usage"],
+        "cost": cost,
+    }
+    if state.json:
+        emit_json(result)
+        return
+    state.print_table(render.stats_view(result, price_hint=None if prices else PRICE_HINT))
+
+
+# -- lifecycle ------------------------------------------------------------------------------
+
+
+def _record(seq: int, time: int, target: SessionState, reason: str | None) -> SessionEvent:
+    data: dict[str, Any] = {"state": target}
+    if reason is not None:
+        data["reason"] = reason
+    return SessionEvent(SESSION_STATE_TYPE, seq, time, data, ignorable=True)
+
+
+def _move(state: AppState, session_id: str, target: SessionState, reason: str | None) -> None:
+    """Append the lifecycle record(s) that take the session to ``target``, atomically, and report it."""
+    store = state.open_store(create=False)
+    session = store.open(session_id)  # repairs a crashed turn first, and attaches the lifecycle guard
+    try:
+        before = state_of(session, LIFECYCLE)
+        steps: list[SessionState] = []
+        if before.state != target:
+            if target == "archived" and before.state == "created":
+                raise LifecycleError(
+                    f'session "{session_id}" never ran (it is created): there is nothing to archive — '
+                    f"delete it with `dshpy sessions delete {session_id}`",
+                    state=before.state,
+                    target=target,
+                )
+            if target == "active" and before.state != "paused":
+                raise LifecycleError(
+                    f'session "{session_id}" is {before.state}, not paused: only a paused session can be resumed',
+                    state=before.state,
+                    target=target,
+                )
+            if target == "archived" and before.state in ("active", "paused"):
+                steps.append("completed")  # archiving a live session completes it first
+            steps.append(target)
+        now = _time.time_ns() // 1_000_000
+        records = [_record(len(session) + i, now, step, reason) for i, step in enumerate(steps)]
+        appended = session.append_events(records)  # all or nothing: the guard checks each in order
+        session.flush()
+        after = state_of(session, LIFECYCLE)
+    finally:
+        session.close()
+    if state.json:
+        emit_json(
+            {
+                "id": session_id,
+                "from": before.state,
+                "to": after.state,
+                "appended": [thaw(event.to_wire()) for event in appended],
+                "lifecycle": _public("lifecycle", LIFECYCLE.dump(after)),
+            }
+        )
+        return
+    if not appended:
+        click.echo(f"{session_id}: already {after.state}")
+        return
+    path = " → ".join([before.state, *steps])
+    click.echo(f"{session_id}: {path}")
+
+
+_reason_option = click.option("--reason", metavar="TEXT", help="Why (recorded with the state change).")
+
+
+@sessions.command("archive")
+@session_id_argument
+@_reason_option
+@common_options
+@pass_state
+def archive(state: AppState, session_id: str, reason: str | None) -> None:
+    """Archive a session: it becomes read-only (every later append is refused; fork it to continue).
+
+    A completed or failed session is archived as it is; an active or paused one is marked completed
+    first (both records are appended together). Refused while a turn is running and for a session
+    that never ran. Already archived: nothing is appended, exit 0.
+    """
+    _move(state, session_id, "archived", reason)
+
+
+@sessions.command("pause")
+@session_id_argument
+@_reason_option
+@common_options
+@pass_state
+def pause(state: AppState, session_id: str, reason: str | None) -> None:
+    """Pause an active session: no turn may start until it is resumed. Already paused: exit 0."""
+    _move(state, session_id, "paused", reason)
+
+
+@sessions.command("resume")
+@session_id_argument
+@_reason_option
+@common_options
+@pass_state
+def resume(state: AppState, session_id: str, reason: str | None) -> None:
+    """Resume a paused session (it becomes active again). Already active: exit 0."""
+    _move(state, session_id, "active", reason)
 
 
 # -- fork -----------------------------------------------------------------------------------

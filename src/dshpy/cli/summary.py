@@ -1,9 +1,13 @@
-"""What ``sessions list`` shows beside the store's :class:`~dshpy.SessionInfo`: turns, title, first prompt.
+"""What ``sessions list`` shows beside the store's :class:`~dshpy.SessionInfo`, and typed event reads.
 
-These are read from the log, but only the few event types they need: a store that
-can filter by type (:class:`TypedEventReader`, e.g. SQLite) is asked for just those
-rows, so listing stays fast however long the sessions are; any other store is read
-in full and filtered here.
+A list row's turns, title and lifecycle state are projections (``stats``, ``title``,
+``lifecycle``) read from the store's projection cache: a session whose cached rows are
+at the end of its log costs no event reads at all; others fold only the events after
+their rows (:meth:`~dshpy.BaseStore.list_projections`).
+
+:func:`read_types` streams only the events of some types: a store that can filter by
+type (:class:`TypedEventReader`, e.g. SQLite) is asked for just those rows; any other
+store is read in full and filtered here.
 """
 
 from __future__ import annotations
@@ -14,8 +18,9 @@ from typing import Any, Protocol, runtime_checkable
 
 from dshpy.core.events import SessionEvent
 from dshpy.storage.base import BaseStore, SessionInfo
+from dshpy.storage.projection_cache import SessionProjections
 
-__all__ = ["PROMPT_PREVIEW_CHARS", "SessionSummary", "TypedEventReader", "read_types", "summarize"]
+__all__ = ["LIST_KEYS", "PROMPT_PREVIEW_CHARS", "SessionSummary", "TypedEventReader", "read_types", "summary_of"]
 
 PROMPT_PREVIEW_CHARS = 120
 """First prompts are cut to this many characters (whitespace collapsed)."""
@@ -54,51 +59,62 @@ def message_text(message: Any) -> str:
     )
 
 
-def is_user_prompt(event: SessionEvent) -> bool:
-    """A ``user/message`` a person typed (source kind ``user``), not a checkpoint or runtime note."""
-    data: Any = event.data
-    source = data.get("source") if isinstance(data, dict) else None
-    return event.type == "user/message" and isinstance(source, dict) and source.get("kind") == "user"
-
-
 @dataclass(frozen=True, slots=True)
 class SessionSummary:
-    """One row of ``sessions list``."""
+    """One row of ``sessions list``: what the store knows, plus cached projection values."""
 
     info: SessionInfo
     turns: int
     title: str | None
-    first_prompt: str | None
+    """The ``title`` projection: the latest ``session/title``, else a fallback from the first prompt."""
+    title_source: str | None = None
+    """``event`` (a ``session/title``), ``prompt`` (the first prompt's fallback) or ``None``."""
+    lifecycle: str | None = None
+    """The ``lifecycle`` projection's state (``created``, ``active``, …)."""
     error: str | None = None
     """Why the log could not be summarized (the row still shows what the store knows)."""
 
     @property
     def label(self) -> str:
-        """The title, else the first prompt, else empty."""
-        return self.title or self.first_prompt or ""
+        """The title (or the first prompt's fallback), else empty."""
+        return self.title or ""
 
     def to_dict(self) -> dict[str, Any]:
         result = self.info.to_dict()
-        result.update(turns=self.turns, title=self.title, firstPrompt=self.first_prompt)
+        result.update(turns=self.turns, title=self.title, titleSource=self.title_source, lifecycle=self.lifecycle)
         if self.error is not None:
             result["error"] = self.error
         return result
 
 
-def summarize(store: BaseStore, info: SessionInfo) -> SessionSummary:
-    """Count turns and find the latest title and the first prompt, reading only those events."""
-    turns = 0
-    title: str | None = None
-    for event in read_types(store, info.id, ("turn/start", "session/title")):
-        if event.type == "turn/start":
-            turns += 1
-        else:
-            data: Any = event.data
-            if isinstance(data.get("title"), str):
-                title = preview(data["title"]) or None
-    first_prompt: str | None = None
-    for event in read_types(store, info.id, ("user/message",)):
-        if is_user_prompt(event):
-            first_prompt = preview(message_text(event.data))
-            break
-    return SessionSummary(info, turns, title, first_prompt)
+LIST_KEYS = ("title", "stats", "lifecycle")
+"""The projections a ``sessions list`` row shows."""
+
+
+def _str(value: Any, name: str) -> str | None:
+    found = value.get(name) if isinstance(value, dict) else None
+    return found if type(found) is str else None
+
+
+def summary_of(listed: SessionProjections) -> SessionSummary:
+    """A list row from :meth:`BaseStore.list_projections` values of :data:`LIST_KEYS`.
+
+    Values of up-to-date cache rows are served as stored, so every field is
+    type-checked here rather than trusted.
+    """
+    if listed.error is not None:
+        return SessionSummary(listed.info, 0, None, error=listed.error)
+    values = listed.values
+    shown = values.get("title")
+    title = _str(shown, "title")
+    source = _str(shown, "source")
+    stats = values.get("stats")
+    turns = stats.get("turns") if isinstance(stats, dict) else None
+    state = _str(values.get("lifecycle"), "state")
+    return SessionSummary(
+        listed.info,
+        turns if type(turns) is int else 0,
+        preview(title) if title else None,
+        source if title else None,
+        state,
+    )

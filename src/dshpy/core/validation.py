@@ -15,7 +15,19 @@ from dshpy.errors import EventError
 
 __all__ = ["validate_event_data"]
 
-_ADAPTERS: dict[str, TypeAdapter[Any]] = {kind: TypeAdapter(shape) for kind, shape in EVENT_DATA_SHAPES.items()}
+_ADAPTERS: dict[str, TypeAdapter[Any]] = {}
+"""Validators by event type, each built on first use: building all of them costs ~70 ms, which every
+process would pay at import (``dshpy sessions list`` never validates an event)."""
+
+
+def _adapter(event_type: str) -> TypeAdapter[Any] | None:
+    adapter = _ADAPTERS.get(event_type)
+    if adapter is None:
+        shape = EVENT_DATA_SHAPES.get(event_type)
+        if shape is None:
+            return None
+        adapter = _ADAPTERS[event_type] = TypeAdapter(shape)  # a race builds it twice, harmlessly
+    return adapter
 
 _MESSAGE_TYPES = frozenset({"user/message", "system/message", "developer/message", "assistant/message", "tool/result"})
 
@@ -37,7 +49,7 @@ def validate_event_data(event_type: str, data: Any, seq: int | None = None) -> N
     Types without a declared shape (log-only records dshpy carries but does not read)
     pass as long as their data is JSON, which the caller has already ensured.
     """
-    adapter = _ADAPTERS.get(event_type)
+    adapter = _adapter(event_type)
     if adapter is None:
         return
     try:

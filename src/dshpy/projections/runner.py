@@ -19,11 +19,11 @@ the candidate is checked against the state as of the events before it, so the
 runner can refuse an event it would otherwise fold (the lifecycle's illegal
 transitions, appends to an archived session).
 
-For a store's projection cache: open the session, then
-``attach(session, cached=rows)`` with the rows that match the session's identity;
-``runner.seeding`` says which rows were used and which were stale (re-folded); after
-a flush (never before: the cache must not lead the durable log) write
-``runner.checkpoint()``.
+Stores do this for every session they create, open or fork
+(:mod:`dshpy.storage.projection_cache`): ``attach(session, cached=rows)`` with the
+rows that match the session's identity — ``runner.seeding`` says which rows were used
+and which were stale (re-folded) — and, after a flush (never before: the cache must
+not lead the durable log), ``runner.checkpoint()`` is written back.
 """
 
 from __future__ import annotations

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import builtins
 import hashlib
+import logging
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -30,16 +31,31 @@ from dshpy.errors import (
     CorruptSessionError,
     DshError,
     ForkError,
+    FormatVersionError,
     SessionExistsError,
     SessionNotFound,
     StoreError,
 )
 from dshpy.log.fork import plan_fork
-from dshpy.log.header import SessionHeader
+from dshpy.log.header import FORMAT_VERSION, SessionHeader
 from dshpy.log.repair import interrupted_turn_closers
 from dshpy.log.session import Session, SessionWriter
 from dshpy.log.versions import DEFAULT_CHAIN
+from dshpy.projections.checkpoint import CachedState
+from dshpy.projections.definition import ProjectionDefinition
+from dshpy.projections.registry import ProjectionRegistry, default_registry
+from dshpy.projections.runner import Snapshot, attach
 from dshpy.storage.follow import StopSignal, check_follow_args, poll_follow
+from dshpy.storage.projection_cache import (
+    CacheWriter,
+    ProjectionRow,
+    SessionProjections,
+    cached_states,
+    current_values,
+    fold_cached,
+    rows_of,
+    session_identity,
+)
 
 __all__ = [
     "EXPORT_FORMAT",
@@ -51,6 +67,8 @@ __all__ = [
 ]
 
 EXPORT_FORMAT = "dshpy.session-export"
+
+log = logging.getLogger("dshpy.storage")
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +157,9 @@ class SessionStore(Protocol):
     def export(self, session_id: str) -> dict[str, Any]: ...
     def import_session(self, document: dict[str, Any], *, session_id: str | None = None) -> SessionInfo: ...
     def delete(self, session_id: str, *, detach_forks: bool = False) -> None: ...
+    def projections(
+        self, session_id: str, keys: Iterable[str] | None = None, *, registry: ProjectionRegistry | None = None
+    ) -> Snapshot: ...
     def close(self) -> None: ...
 
 
@@ -221,6 +242,35 @@ class BaseStore(ABC):
     def _rebase(self, session_id: str, prefix: Sequence[SessionEvent]) -> None:
         """Copy an inherited ``prefix`` into a child so it no longer reads from its parent."""
         raise StoreError(f"{type(self).__name__} does not share fork prefixes")
+
+    def _load_projection_rows(self, session_id: str) -> builtins.list[ProjectionRow]:
+        """The session's stored projection cache rows, any identity (unreadable rows are left out).
+
+        This default keeps no cache: every projection is folded from the log.
+        """
+        return []
+
+    def _save_projection_rows(self, session_id: str, rows: Sequence[ProjectionRow]) -> None:
+        """Upsert cache rows by ``(session_id, key)``; callers only pass rows behind the durable log.
+
+        The last write wins: every row written is valid for its identity, so a cold
+        reader racing the live writer can at worst leave an older row (a longer tail to
+        fold), and a row that went bad (beyond a log restored from a backup) is simply
+        replaced. Rows of other keys stay. This default keeps no cache.
+        """
+
+    def _list_projection_rows(self, keys: Sequence[str]) -> dict[str, dict[str, ProjectionRow]]:
+        """Cache rows of ``keys`` for every session: session id → key → row (backends override with one query)."""
+        wanted = frozenset(keys)
+        rows: dict[str, dict[str, ProjectionRow]] = {}
+        for session_id in self._ids():
+            try:
+                found = {row.key: row for row in self._load_projection_rows(session_id) if row.key in wanted}
+            except (DshError, OSError):
+                continue
+            if found:
+                rows[session_id] = found
+        return rows
 
     def _writer(self, session_id: str) -> SessionWriter:
         """The writer a live session appends through.
@@ -351,7 +401,10 @@ class BaseStore(ABC):
         header = SessionHeader.new(
             sid, cwd=cwd, agent_preset=agent_preset, origin=origin, delegation_depth=delegation_depth
         )
-        session = Session(header, writer=self._insert_writer(StoredRecord(header)))
+        writer = CacheWriter(self, self._insert_writer(StoredRecord(header)), header, 0)
+        session = Session(header, writer=writer)
+        writer.bind(session)
+        attach(session)  # the lifecycle guard is in place from the first append
         session.set_write_behind(write_behind_ms)
         return session
 
@@ -362,11 +415,18 @@ class BaseStore(ABC):
         writer = self._writer(session_id)  # taken before reading: a locking backend reads what it owns
         try:
             header, events = self._load(session_id)
-            session = self._restore(header, events, writer=writer)
+            cache = CacheWriter(self, writer, header, len(events))
+            session = self._restore(header, events, writer=cache)
+            cache.bind(session)
             closers = interrupted_turn_closers(events)
             if closers:
                 session.append_events(closers)
                 session.flush()
+            # After repair, so the closers are folded like any tail; before the caller appends, so the
+            # lifecycle guard sees every new event.
+            attach(session, cached=self._cached_states(header))
+            if closers:
+                cache.save()  # the repair ended a turn: checkpoint as a turn end would
         except BaseException:
             writer.close()
             raise
@@ -377,7 +437,116 @@ class BaseStore(ABC):
         """A read-only view; an interrupted turn shows closed, but nothing is written."""
         header, events = self._load(session_id)
         closers = interrupted_turn_closers(events)
-        return self._restore(header, [*events, *closers], flushed=len(events), read_only=True)
+        session = self._restore(header, [*events, *closers], flushed=len(events), read_only=True)
+        attach(session, cached=self._cached_states(header))
+        return session
+
+    # -- projections --------------------------------------------------------------------
+
+    def _cached_states(self, header: SessionHeader) -> dict[str, CachedState]:
+        """The session's cache rows recorded under its current identity (none if the cache cannot be read)."""
+        try:
+            rows = self._load_projection_rows(header.id)
+        except (DshError, OSError) as error:
+            log.warning("projection cache of session %s not read: %s", header.id, error)
+            return {}
+        return cached_states(header, rows)
+
+    def _save_fail_soft(self, header: SessionHeader, states: Mapping[str, CachedState]) -> None:
+        if not states:
+            return
+        try:
+            self._save_projection_rows(header.id, rows_of(header, states))
+        except (DshError, OSError) as error:
+            log.warning("projection cache of session %s not written: %s", header.id, error)
+
+    @staticmethod
+    def _definitions(
+        keys: Iterable[str] | None, registry: ProjectionRegistry | None
+    ) -> builtins.list[ProjectionDefinition[Any]]:
+        chosen = default_registry() if registry is None else registry
+        if keys is None:
+            return builtins.list(chosen)
+        if isinstance(keys, str):
+            raise TypeError("keys must be an iterable of projection keys, not one string")
+        return [chosen[key] for key in dict.fromkeys(keys)]
+
+    def projections(
+        self, session_id: str, keys: Iterable[str] | None = None, *, registry: ProjectionRegistry | None = None
+    ) -> Snapshot:
+        """``{"as_of_seq", "values"}`` of projections ``keys`` (default: every registered one) over the stored log.
+
+        Answered from the projection cache plus a fold of the stored events after it,
+        without building a :class:`Session` (no validation replay, no lock, nothing
+        appended: an interrupted turn is reported as stored). Only the tail after the
+        lowest usable cached row is read. Rows that had to be re-folded, or that lagged
+        far behind the log, are written back (fail-soft). Unknown keys raise
+        :class:`~dshpy.errors.ProjectionError`.
+        """
+        check_session_id(session_id)
+        definitions = self._definitions(keys, registry)
+        header = self._header(session_id)
+        DEFAULT_CHAIN.plan(header.version, session_id)
+        length = self._length(session_id)
+        folded = fold_cached(
+            definitions,
+            self._cached_states(header),
+            length,
+            lambda start: self._read_chain(session_id, start),
+        )
+        self._save_fail_soft(header, folded.write_back)
+        return folded.snapshot
+
+    def list_projections(
+        self,
+        keys: Iterable[str] | None = None,
+        *,
+        registry: ProjectionRegistry | None = None,
+        limit: int | None = None,
+    ) -> builtins.list[SessionProjections]:
+        """Every session (as :meth:`list` orders them; the first ``limit``) with the values of projections ``keys``.
+
+        Cached rows at the end of a log are served as stored, so listing a store whose
+        cache is warm reads no events at all; other sessions are folded as
+        :meth:`projections` folds them (and their rows written back). A session whose
+        log cannot be read is listed with ``error`` set instead of values.
+        """
+        definitions = self._definitions(keys, registry)
+        infos, rows = self._infos_and_projection_rows([d.key for d in definitions])
+        if limit is not None:
+            infos = infos[:limit]
+        versions = [(d.key, d.state_version) for d in definitions]
+        listed: builtins.list[SessionProjections] = []
+        for info in infos:
+            header = info.header
+            found = rows.get(info.id)
+            if found is not None:  # the common case, inline: every row current, same identity and version
+                values = current_values(found, versions, session_identity(header), info.event_count - 1)
+                if values is not None and header.version == FORMAT_VERSION:
+                    listed.append(SessionProjections(info, info.event_count - 1, values))
+                    continue
+            try:
+                DEFAULT_CHAIN.plan(header.version, info.id)
+                folded = fold_cached(
+                    definitions,
+                    cached_states(header, (found or {}).values()),
+                    info.event_count,
+                    lambda start, sid=info.id: self._read_chain(sid, start),
+                    trust_current=True,
+                )
+            except (CorruptSessionError, FormatVersionError, SessionNotFound) as error:
+                listed.append(SessionProjections(info, -1, {}, " ".join(str(error).split())))
+                continue
+            self._save_fail_soft(header, folded.write_back)
+            snapshot = folded.snapshot
+            listed.append(SessionProjections(info, snapshot["as_of_seq"], snapshot["values"]))
+        return listed
+
+    def _infos_and_projection_rows(
+        self, keys: Sequence[str]
+    ) -> tuple[builtins.list[SessionInfo], dict[str, dict[str, ProjectionRow]]]:
+        """:meth:`list` and :meth:`_list_projection_rows` (backends read both in one snapshot when they can)."""
+        return self.list(), self._list_projection_rows(keys)
 
     def append(self, session_id: str, events: Sequence[SessionEvent], *, expected_seq: int) -> None:
         """Validate ``events`` against the stored log and append them conditionally."""
@@ -474,6 +643,9 @@ class BaseStore(ABC):
             self._insert(record)
         except SessionExistsError:
             raise ForkError("SESSION_ALREADY_EXISTS", f'session "{cid}" already exists') from None
+        # The child's first inherited_count events are the parent's: the parent's rows up to there seed its cache.
+        inherited_rows = self._cached_states(parent_header)
+        self._save_fail_soft(header, {k: c for k, c in inherited_rows.items() if c.seq < plan.inherited_count})
         return self.stat(cid)
 
     def _turn_window(self, session_id: str, boundary: int) -> builtins.list[SessionEvent]:

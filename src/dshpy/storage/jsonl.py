@@ -61,6 +61,7 @@ from dshpy.storage.jsonl_layout import (
     parse_generation_filename,
     project_dir_name,
 )
+from dshpy.storage.projection_cache import ProjectionRow
 from dshpy.storage.urls import StoreURL
 from dshpy.storage.zstd_frames import (
     ZstdFrameError,
@@ -70,12 +71,16 @@ from dshpy.storage.zstd_frames import (
     scan_frames,
 )
 
-__all__ = ["COMPRESSIONS", "JsonlStore"]
+__all__ = ["COMPRESSIONS", "PROJECTION_CACHE_FILENAME", "JsonlStore"]
 
 log = logging.getLogger("dshpy.storage.jsonl")
 
 COMPRESSIONS = ("zstd", "none")
 """``zstd`` (dsh's default and ours) or ``none`` (plain JSONL)."""
+
+PROJECTION_CACHE_FILENAME = "dshpy.projcache.json"
+"""The projection cache sidecar in a session directory (dsh ignores files it does not know there)."""
+_PROJECTION_CACHE_FORMAT = "dshpy.projcache"
 
 _HEADER_REQUIRED = ("type", "version", "id", "createdAt", "isSeeded", "delegationDepth")
 _CACHE_ENTRIES = 8
@@ -742,6 +747,7 @@ class JsonlStore(BaseStore):
                     parse_generation_filename(name, compressed=True) is not None
                     or parse_generation_filename(name, compressed=False) is not None
                     or name.endswith(".tmp")
+                    or name == PROJECTION_CACHE_FILENAME
                 ):
                     os.unlink(location.session_dir / name)
             _fsync_dir(location.session_dir)  # the session is gone once no log remains
@@ -759,6 +765,86 @@ class JsonlStore(BaseStore):
 
     def _children(self, session_id: str) -> list[str]:
         return []
+
+    # -- projection cache ---------------------------------------------------------------
+    #
+    # One sidecar per session directory, dshpy.projcache.json: {"format", "version", "identity", "rows": {key:
+    # {stateVersion, seq, state}}}, replaced whole through a temporary file and a rename (never torn; not fsynced:
+    # after a crash it may be missing or empty, and an unreadable sidecar is no cache). It is written without the
+    # session lock: every row it can hold is valid for the log it names, so a lost update costs a re-fold only.
+
+    @staticmethod
+    def _read_sidecar(session_dir: Path) -> tuple[str, dict[str, ProjectionRow]] | None:
+        try:
+            with open(session_dir / PROJECTION_CACHE_FILENAME, "rb") as file:
+                raw = loads(file.read())
+        except (OSError, ValueError):
+            return None
+        if not isinstance(raw, dict) or raw.get("format") != _PROJECTION_CACHE_FORMAT or raw.get("version") != 1:
+            return None
+        identity, rows = raw.get("identity"), raw.get("rows")
+        if not isinstance(identity, str) or not isinstance(rows, dict):
+            return None
+        found: dict[str, ProjectionRow] = {}
+        for key, value in rows.items():
+            if not isinstance(value, dict):
+                continue
+            version, seq = value.get("stateVersion"), value.get("seq")
+            if type(version) is not int or type(seq) is not int or "state" not in value:
+                continue
+            found[key] = ProjectionRow(key, version, seq, value["state"], identity)
+        return identity, found
+
+    def _load_projection_rows(self, session_id: str) -> list[ProjectionRow]:
+        location = self._find(session_id)
+        sidecar = None if location is None else self._read_sidecar(location.session_dir)
+        return [] if sidecar is None else list(sidecar[1].values())
+
+    def _save_projection_rows(self, session_id: str, rows: Sequence[ProjectionRow]) -> None:
+        location = self._find(session_id)
+        if location is None or not rows:
+            return
+        identity = rows[-1].identity
+        existing = self._read_sidecar(location.session_dir)
+        merged: dict[str, ProjectionRow] = {}
+        if existing is not None and existing[0] == identity:
+            merged.update(existing[1])
+        merged.update((row.key, row) for row in rows if row.identity == identity)
+        document = {
+            "format": _PROJECTION_CACHE_FORMAT,
+            "version": 1,
+            "identity": identity,
+            "rows": {
+                key: {"stateVersion": row.state_version, "seq": row.seq, "state": row.state}
+                for key, row in merged.items()
+            },
+        }
+        final = location.session_dir / PROJECTION_CACHE_FILENAME
+        temporary = location.session_dir / f"{PROJECTION_CACHE_FILENAME}.{secrets.token_hex(6)}.tmp"
+        try:
+            fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        except FileNotFoundError:
+            return  # the session directory is gone: deleted meanwhile
+        try:
+            try:
+                _write_all(fd, dumps(document))
+            finally:
+                os.close(fd)
+            if self._resolve_dir(location.session_dir) is None:
+                return  # deleted meanwhile: leave no cache behind in its directory
+            os.replace(temporary, final)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temporary)
+
+    def _list_projection_rows(self, keys: Sequence[str]) -> dict[str, dict[str, ProjectionRow]]:
+        wanted = frozenset(keys)
+        found: dict[str, dict[str, ProjectionRow]] = {}
+        for session_id, location in self._scan_root():
+            sidecar = self._read_sidecar(location.session_dir)
+            if sidecar is not None:
+                found[session_id] = {key: row for key, row in sidecar[1].items() if key in wanted}
+        return found
 
     # -- listing ------------------------------------------------------------------------
 

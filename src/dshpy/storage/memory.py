@@ -14,6 +14,7 @@ from dshpy.core.events import SessionEvent
 from dshpy.errors import ConflictError, SessionExistsError, SessionNotFound
 from dshpy.log.header import SessionHeader
 from dshpy.storage.base import BaseStore, StoredRecord
+from dshpy.storage.projection_cache import ProjectionRow
 
 __all__ = ["MemoryStore"]
 
@@ -26,6 +27,7 @@ class MemoryStore(BaseStore):
     def __init__(self) -> None:
         self.url = "memory:"
         self._records: dict[str, StoredRecord] = {}
+        self._projection_rows: dict[str, dict[str, ProjectionRow]] = {}
         self._lock = threading.Lock()
 
     def _record(self, session_id: str) -> StoredRecord:
@@ -76,6 +78,18 @@ class MemoryStore(BaseStore):
         with self._lock:
             self._record(session_id)
             del self._records[session_id]
+            self._projection_rows.pop(session_id, None)
+
+    def _load_projection_rows(self, session_id: str) -> list[ProjectionRow]:
+        return list(self._projection_rows.get(session_id, {}).values())
+
+    def _save_projection_rows(self, session_id: str, rows: Sequence[ProjectionRow]) -> None:
+        with self._lock:
+            if session_id not in self._records:
+                return  # deleted meanwhile: no rows for a session that is gone
+            stored = self._projection_rows.setdefault(session_id, {})
+            for row in rows:
+                stored[row.key] = row
 
     def _ids(self) -> list[str]:
         return list(self._records)

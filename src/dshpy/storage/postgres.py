@@ -21,6 +21,7 @@ many events it inherits (``base_count``) and stores only its own events.
 
 from __future__ import annotations
 
+import builtins
 import itertools
 import re
 from collections.abc import Collection, Iterator, Sequence
@@ -55,6 +56,7 @@ from dshpy.storage.postgres_connect import (
 )
 from dshpy.storage.postgres_follow import notify_follow
 from dshpy.storage.postgres_schema import MIGRATIONS, prepare_schema
+from dshpy.storage.projection_cache import ProjectionRow, group_projection_rows
 from dshpy.storage.urls import StoreURL, parse_store_url
 
 __all__ = ["PostgresStore"]
@@ -108,6 +110,18 @@ class _Sql:
                 SELECT e.seq, e.time FROM {s}.events e WHERE e.session_id = t.id ORDER BY e.seq DESC LIMIT 1
             ) last ON true"""
         self.schema_version = f"SELECT count(*) FROM {s}.schema_version"
+        self.projection_rows = (
+            f"SELECT key, state_version, seq, state, identity FROM {s}.projection_cache WHERE session_id = %s"
+        )
+        self.list_projection_rows = (
+            f"SELECT session_id, key, state_version, seq, state, identity FROM {s}.projection_cache WHERE key = ANY(%s)"
+        )
+        self.save_projection_rows = f"""
+            INSERT INTO {s}.projection_cache AS c (session_id, key, state_version, seq, state, identity)
+            SELECT %s, * FROM unnest(%b::text[], %b::integer[], %b::bigint[], %b::text[], %b::text[])
+            ON CONFLICT (session_id, key) DO UPDATE SET
+                state_version = excluded.state_version, seq = excluded.seq, state = excluded.state,
+                identity = excluded.identity"""
 
 
 def _columns(events: Sequence[SessionEvent]) -> tuple[list[int], list[str], list[int], list[str]]:
@@ -441,10 +455,11 @@ class PostgresStore(BaseStore):
             chunk = min(chunk * 8, _READ_CHUNK)
 
     def _infos(self, where: str, params: Sequence[Any]) -> list[SessionInfo]:
+        return self._parse_infos(self._rows("list sessions", self._sql.infos + where, params))
+
+    def _parse_infos(self, rows: Sequence[tuple[Any, ...]]) -> list[SessionInfo]:
         infos = []
-        for session_id, raw, base_count, created_at, last_seq, last_time, forks in self._rows(
-            "list sessions", self._sql.infos + where, params
-        ):
+        for session_id, raw, base_count, created_at, last_seq, last_time, forks in rows:
             header = self._parse_header(session_id, raw)
             next_seq = int(base_count) if last_seq is None else int(last_seq) + 1
             updated_at = int(created_at) if last_time is None else max(int(created_at), int(last_time))
@@ -462,3 +477,49 @@ class PostgresStore(BaseStore):
         infos = self._infos("", ())
         infos.sort(key=lambda info: (info.updated_at, info.id), reverse=True)
         return infos
+
+    # -- projection cache ---------------------------------------------------------------------
+
+    @staticmethod
+    def _projection_row(key: str, version: int, seq: int, state: str, identity: str) -> ProjectionRow | None:
+        try:
+            return ProjectionRow(str(key), int(version), int(seq), orjson.loads(state), str(identity))
+        except orjson.JSONDecodeError:
+            return None  # a damaged row is no row: the projection is folded from the log
+
+    def _load_projection_rows(self, session_id: str) -> builtins.list[ProjectionRow]:
+        raw = self._rows("read the projection cache", self._sql.projection_rows, (session_id,))
+        return [row for values in raw if (row := self._projection_row(*values)) is not None]
+
+    def _save_projection_rows(self, session_id: str, rows: Sequence[ProjectionRow]) -> None:
+        if not rows:
+            return
+        params = (
+            session_id,
+            [row.key for row in rows],
+            [row.state_version for row in rows],
+            [row.seq for row in rows],
+            [orjson.dumps(row.state).decode() for row in rows],
+            [row.identity for row in rows],
+        )
+        with self._connection(f'write the projection cache of "{session_id}"') as conn:
+            try:
+                conn.execute(self._sql.save_projection_rows, params)
+            except psycopg.errors.ForeignKeyViolation:
+                return  # the session was deleted meanwhile
+
+    def _list_projection_rows(self, keys: Sequence[str]) -> dict[str, dict[str, ProjectionRow]]:
+        raw = self._rows("read the projection cache", self._sql.list_projection_rows, (list(dict.fromkeys(keys)),))
+        return group_projection_rows(raw)
+
+    def _infos_and_projection_rows(
+        self, keys: Sequence[str]
+    ) -> tuple[builtins.list[SessionInfo], dict[str, dict[str, ProjectionRow]]]:
+        """Sessions and their cache rows from one REPEATABLE READ snapshot (two statements, one transaction)."""
+        with self._connection("list sessions") as conn, conn.transaction():
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            info_rows = conn.execute(self._sql.infos, ()).fetchall()
+            cache_rows = conn.execute(self._sql.list_projection_rows, (list(dict.fromkeys(keys)),)).fetchall()
+        infos = self._parse_infos(info_rows)
+        infos.sort(key=lambda info: (info.updated_at, info.id), reverse=True)
+        return infos, group_projection_rows(cache_rows)

@@ -109,6 +109,21 @@ MIGRATIONS: tuple[SchemaMigration, ...] = (
             APPEND_FUNCTION,
         ),
     ),
+    SchemaMigration(
+        2,
+        "projection cache",
+        (
+            """CREATE TABLE {schema}.projection_cache (
+                session_id text NOT NULL REFERENCES {schema}.sessions (id) ON DELETE CASCADE,
+                key text NOT NULL,
+                state_version integer NOT NULL CHECK (state_version >= 0),
+                seq bigint NOT NULL CHECK (seq >= -1),
+                state text NOT NULL,
+                identity text NOT NULL,
+                PRIMARY KEY (session_id, key)
+            )""",
+        ),
+    ),
 )
 """Position + 1 is the version a schema has after applying the step; never edit a released step."""
 

@@ -44,6 +44,7 @@ from dshpy.errors import (
 )
 from dshpy.log.header import SessionHeader
 from dshpy.storage.base import BaseStore, SessionInfo, StoredRecord
+from dshpy.storage.projection_cache import ProjectionRow, group_projection_rows
 
 __all__ = ["APPLICATION_ID", "SCHEMA_MIGRATIONS", "SqliteStore"]
 
@@ -72,10 +73,31 @@ SCHEMA_MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE INDEX sessions_by_base ON sessions(base_id) WHERE base_id IS NOT NULL",
         "CREATE INDEX sessions_by_parent ON sessions(parent_session) WHERE parent_session IS NOT NULL",
     ),
+    (
+        """CREATE TABLE projection_cache (
+            session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+            key TEXT NOT NULL,
+            state_version INTEGER NOT NULL,
+            seq INTEGER NOT NULL,
+            state TEXT NOT NULL,
+            identity TEXT NOT NULL,
+            PRIMARY KEY (session_id, key)
+        ) STRICT, WITHOUT ROWID""",
+    ),
 )
-"""Schema migrations; position + 1 is the ``user_version`` a database has after applying it."""
+"""Schema migrations; position + 1 is the ``user_version`` a database has after applying it.
+
+2 adds ``projection_cache``: one row per (session, projection), see
+:mod:`dshpy.storage.projection_cache`."""
+
+_SAVE_ROW = """INSERT INTO projection_cache (session_id, key, state_version, seq, state, identity)
+VALUES (?, ?, ?, ?, ?, ?)
+ON CONFLICT (session_id, key) DO UPDATE SET
+    state_version = excluded.state_version, seq = excluded.seq, state = excluded.state, identity = excluded.identity"""
+"""Upsert one cache row (the last write wins: every row written is valid, an older one only folds a longer tail)."""
 
 _READ_CHUNK = 4096
+_DAMAGED = object()
 
 
 def _normalized_schema(connection: sqlite3.Connection) -> list[tuple[str, str, str]]:
@@ -384,24 +406,123 @@ class SqliteStore(BaseStore):
             from_seq = rows[-1][0] + 1
             chunk = min(chunk * 8, _READ_CHUNK)
 
+    _INFO_COLUMNS = (
+        "SELECT s.id, s.header, s.base_count, s.created_at, "
+        "(SELECT seq FROM events e WHERE e.session_id = s.id ORDER BY seq DESC LIMIT 1), "
+        "(SELECT time FROM events e WHERE e.session_id = s.id ORDER BY seq DESC LIMIT 1), "
+        "(SELECT group_concat(c.id, char(10)) FROM sessions c WHERE c.parent_session = s.id)"
+    )
+
+    def _info(
+        self,
+        session_id: str,
+        raw: str,
+        base_count: int,
+        created_at: int,
+        last_seq: int | None,
+        last_time: int | None,
+        forks: str | None,
+    ) -> SessionInfo:
+        header = self._parse_header(session_id, raw)
+        next_seq = base_count if last_seq is None else last_seq + 1
+        updated_at = created_at if last_time is None else max(created_at, last_time)
+        children = tuple(sorted(forks.split("\n"))) if forks else ()
+        return SessionInfo(session_id, header, next_seq, updated_at, children)
+
     def _infos(self, where: str, params: tuple[Any, ...]) -> list[SessionInfo]:
         with self._lock:
-            rows = self._db.execute(
-                "SELECT s.id, s.header, s.base_count, s.created_at, "
-                "(SELECT seq FROM events e WHERE e.session_id = s.id ORDER BY seq DESC LIMIT 1), "
-                "(SELECT time FROM events e WHERE e.session_id = s.id ORDER BY seq DESC LIMIT 1), "
-                "(SELECT group_concat(c.id, char(10)) FROM sessions c WHERE c.parent_session = s.id) "
-                f"FROM sessions s {where}",
-                params,
+            rows = self._db.execute(f"{self._INFO_COLUMNS} FROM sessions s {where}", params).fetchall()
+        return [self._info(*row) for row in rows]
+
+    # -- projection cache -------------------------------------------------------------------
+
+    @staticmethod
+    def _projection_row(key: str, version: int, seq: int, state: str, identity: str) -> ProjectionRow | None:
+        try:
+            return ProjectionRow(key, version, seq, orjson.loads(state), identity)
+        except orjson.JSONDecodeError:
+            return None  # a damaged row is no row: the projection is folded from the log
+
+    def _load_projection_rows(self, session_id: str) -> list[ProjectionRow]:
+        try:
+            with self._lock:
+                raw = self._db.execute(
+                    "SELECT key, state_version, seq, state, identity FROM projection_cache WHERE session_id = ?",
+                    (session_id,),
+                ).fetchall()
+        except sqlite3.Error as error:
+            raise StoreError(f"{self.path}: cannot read the projection cache: {error}") from None
+        return [row for values in raw if (row := self._projection_row(*values)) is not None]
+
+    def _save_projection_rows(self, session_id: str, rows: Sequence[ProjectionRow]) -> None:
+        params = [
+            (session_id, row.key, row.state_version, row.seq, orjson.dumps(row.state).decode(), row.identity)
+            for row in rows
+        ]
+        if not params:
+            return
+        with self._lock:
+            db = self._db
+            try:
+                # The cache is a shortcut, not data: its commit need not wait for an fsync. WAL keeps commits in
+                # order, so these rows can never outlive the (FULL-synchronous) events they were folded from.
+                db.execute("PRAGMA synchronous = NORMAL")
+                try:
+                    with self._write() as tx:
+                        tx.executemany(_SAVE_ROW, params)
+                finally:
+                    db.execute("PRAGMA synchronous = FULL")
+            except sqlite3.IntegrityError:
+                return  # the session was deleted meanwhile
+            except sqlite3.Error as error:
+                raise StoreError(f"{self.path}: cannot write the projection cache: {error}") from None
+
+    def _list_projection_rows(self, keys: Sequence[str]) -> dict[str, dict[str, ProjectionRow]]:
+        wanted = tuple(dict.fromkeys(keys))
+        if not wanted:
+            return {}
+        marks = ", ".join("?" * len(wanted))
+        with self._lock:
+            raw = self._db.execute(
+                f"SELECT session_id, key, state_version, seq, state, identity FROM projection_cache "
+                f"WHERE key IN ({marks})",
+                wanted,
             ).fetchall()
-        infos = []
-        for session_id, raw, base_count, created_at, last_seq, last_time, forks in rows:
-            header = self._parse_header(session_id, raw)
-            next_seq = base_count if last_seq is None else last_seq + 1
-            updated_at = created_at if last_time is None else max(created_at, last_time)
-            children = tuple(sorted(forks.split("\n"))) if forks else ()
-            infos.append(SessionInfo(session_id, header, next_seq, updated_at, children))
-        return infos
+        return group_projection_rows(raw)
+
+    def _infos_and_projection_rows(
+        self, keys: Sequence[str]
+    ) -> tuple[list[SessionInfo], dict[str, dict[str, ProjectionRow]]]:
+        """Sessions and their cache rows of ``keys`` in one query (one snapshot; a primary-key seek per row)."""
+        wanted = tuple(dict.fromkeys(keys))
+        columns = "".join(f", p{i}.state_version, p{i}.seq, p{i}.state, p{i}.identity" for i in range(len(wanted)))
+        joins = "".join(
+            f" LEFT JOIN projection_cache p{i} ON p{i}.session_id = s.id AND p{i}.key = ?" for i in range(len(wanted))
+        )
+        with self._lock:
+            raw = self._db.execute(f"{self._INFO_COLUMNS}{columns} FROM sessions s{joins}", wanted).fetchall()
+        infos: list[SessionInfo] = []
+        found: dict[str, dict[str, ProjectionRow]] = {}
+        parse, make_info = orjson.loads, self._info
+        for values in raw:  # one tight loop: a big store lists tens of thousands of these
+            session_id = values[0]
+            infos.append(make_info(session_id, values[1], values[2], values[3], values[4], values[5], values[6]))
+            rows: dict[str, ProjectionRow] = {}
+            column = 7
+            for key in wanted:
+                state = values[column + 2]
+                if state is not None:
+                    try:
+                        parsed = parse(state)
+                    except orjson.JSONDecodeError:  # a damaged row is no row: that projection is folded from the log
+                        parsed = _DAMAGED
+                    if parsed is not _DAMAGED:
+                        rows[key] = ProjectionRow(key, values[column], values[column + 1], parsed, values[column + 3])
+                column += 4
+            if rows:
+                found[session_id] = rows
+        infos.sort(key=lambda info: (info.updated_at, info.id), reverse=True)
+        return infos, found
 
     def stat(self, session_id: str) -> SessionInfo:
         check_session_id(session_id)

@@ -1,0 +1,77 @@
+"""``dshpy serve``: the JSON-RPC server over stdio (default) or HTTP (see README "Server")."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import click
+
+from .app import AppState, CliError, common_options, pass_state
+
+__all__ = ["serve"]
+
+
+@click.command("serve")
+@click.option("--stdio", "transport", flag_value="stdio", default=True, help="Newline-delimited JSON-RPC (default).")
+@click.option("--http", "transport", flag_value="http", help="JSON-RPC over HTTP POST + Server-Sent Events.")
+@click.option("--host", default="127.0.0.1", show_default=True, help="HTTP bind address (non-loopback needs a token).")
+@click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True, help="HTTP port (0: any).")
+@click.option("--token", envvar="DSHPY_TOKEN", metavar="TOKEN", help="Bearer token required on HTTP ($DSHPY_TOKEN).")
+@click.option("--profile", default="sdk", show_default=True, help="Profile in $DSHPY_HOME/config.toml.")
+@click.option("--model", help="Model name (default: the profile's, $DEEPSEEK_MODEL, else deepseek-chat).")
+@click.option("--base-url", metavar="URL", help="OpenAI-compatible API base URL (default: $DEEPSEEK_BASE_URL).")
+@click.option("--system", metavar="TEXT", help="System prompt for new turns (default: keep each session's).")
+@click.option("--max-steps", type=click.IntRange(min=1), default=25, show_default=True, help="Model calls per turn.")
+@click.option("--max-tokens", type=click.IntRange(min=1), help="Token limit of each answer.")
+@click.option(
+    "--max-request-bytes", type=click.IntRange(min=1024), default=1 << 20, show_default=True, help="Frame size limit."
+)
+@click.option("-v", "--verbose", is_flag=True, help="Log requests and turns on stderr.")
+@common_options
+@pass_state
+def serve(
+    state: AppState,
+    transport: str,
+    host: str,
+    port: int,
+    token: str | None,
+    profile: str,
+    model: str | None,
+    base_url: str | None,
+    system: str | None,
+    max_steps: int,
+    max_tokens: int | None,
+    max_request_bytes: int,
+    verbose: bool,
+) -> None:
+    """Serve sessions over JSON-RPC: dsh's SDK protocol plus dshpy's session.* methods."""
+    from dshpy.sdk.profiles import ProfileError
+    from dshpy.server.http import InsecureBindError
+    from dshpy.server.main import ServeOptions, run_server
+
+    logging.basicConfig(
+        stream=sys.stderr, level=logging.INFO if verbose else logging.WARNING, format="dshpy serve: %(message)s"
+    )
+    options = ServeOptions(
+        store_url=state.store_url,
+        profile=profile,
+        model=model,
+        base_url=base_url,
+        max_tokens=max_tokens,
+        system=system,
+        max_steps=max_steps,
+        http=transport == "http",
+        host=host,
+        port=port,
+        token=token or None,
+        max_request_bytes=max_request_bytes,
+    )
+    try:
+        code = run_server(options)
+    except (ProfileError, InsecureBindError) as error:
+        raise CliError(str(error)) from None
+    except OSError as error:
+        raise CliError(f"cannot serve: {error}") from None
+    if code:
+        raise click.exceptions.Exit(code)

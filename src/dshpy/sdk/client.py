@@ -1,0 +1,312 @@
+"""``HarnessClient`` / ``AsyncHarnessClient``: sessions and turns on a dshpy server.
+
+::
+
+    with dshpy.HarnessClient(profile="sdk") as client:       # spawns `dshpy serve --stdio`
+        session = client.create_session()
+        response = client.send_message(session.id, "Hello")
+        print(response.content, response.finish_reason, response.usage)
+
+``HarnessClient(url="http://127.0.0.1:8765", token=...)`` talks to ``dshpy serve
+--http`` instead. The profile names a table of ``$DSHPY_HOME/config.toml`` (store,
+model, base URL, max tokens); the spawned server uses it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import queue
+import sys
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .transport import HarnessError, HttpTransport, StdioTransport, Transport, TransportClosedError
+
+__all__ = ["AsyncHarnessClient", "HarnessClient", "HarnessError", "Response", "SessionRecord", "TransportClosedError"]
+
+
+@dataclass(frozen=True, slots=True)
+class SessionRecord:
+    """A session as the server describes it (``raw`` keeps everything it sent)."""
+
+    id: str
+    cwd: str | None = None
+    parent_session: str | None = None
+    event_count: int = 0
+    created_at: int | None = None
+    raw: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> SessionRecord:
+        return cls(
+            id=str(data.get("id") or data.get("sessionId")),
+            cwd=data.get("cwd"),
+            parent_session=data.get("parentSession"),
+            event_count=int(data.get("eventCount") or 0),
+            created_at=data.get("createdAt"),
+            raw=dict(data),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    """How one turn ended: the final assistant ``content``, ``finish_reason`` (``completed``, …), ``usage``."""
+
+    session_id: str
+    content: str
+    finish_reason: str
+    usage: dict[str, int]
+    events: list[dict[str, Any]]
+    turn: int
+    message_id: str
+    reason: dict[str, Any]
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Response:
+        return cls(
+            session_id=str(data["sessionId"]),
+            content=str(data.get("content", "")),
+            finish_reason=str(data.get("finishReason")),
+            usage=dict(data.get("usage") or {}),
+            events=list(data.get("events") or []),
+            turn=int(data.get("turn", 0)),
+            message_id=str(data.get("messageId", "")),
+            reason=dict(data.get("reason") or {}),
+        )
+
+
+class HarnessClient:
+    """A synchronous client; thread-safe (requests may overlap, e.g. two sessions at once)."""
+
+    def __init__(
+        self,
+        profile: str = "sdk",
+        *,
+        url: str | None = None,
+        token: str | None = None,
+        store: str | None = None,
+        model: str | None = None,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        env: Mapping[str, str] | None = None,
+        command: Sequence[str] | None = None,
+        timeout: float | None = None,
+    ) -> None:
+        self.profile = profile
+        self.timeout = timeout
+        self.last_response: Response | None = None
+        self.transport: Transport
+        if url is not None:
+            self.transport = HttpTransport(url, token=token if token is not None else os.environ.get("DSHPY_TOKEN"))
+        else:
+            args = list(command) if command is not None else [sys.executable, "-m", "dshpy", "serve", "--stdio"]
+            args += ["--profile", profile]
+            if store is not None:
+                args += ["--store", store]
+            if model is not None:
+                args += ["--model", model]
+            if base_url is not None:
+                args += ["--base-url", base_url]
+            environ = dict(env or {})
+            if api_key is not None:
+                environ["DEEPSEEK_API_KEY"] = api_key
+            self.transport = StdioTransport(args, env=environ)
+
+    # -- plumbing -------------------------------------------------------------------
+
+    def request(self, method: str, params: Mapping[str, Any] | None = None) -> Any:
+        """Call any server method; raises :class:`HarnessError` with the server's code."""
+        return self.transport.request(method, params, self.timeout)
+
+    def close(self) -> None:
+        """Shut the server down (stdio) or drop the connections (HTTP)."""
+        self.transport.close()
+
+    def __enter__(self) -> HarnessClient:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    # -- sessions -------------------------------------------------------------------
+
+    def create_session(self, session_id: str | None = None, *, cwd: str | None = None) -> SessionRecord:
+        params: dict[str, Any] = {}
+        if session_id is not None:
+            params["sessionId"] = session_id
+        if cwd is not None:
+            params["cwd"] = cwd
+        return SessionRecord.from_json(self.request("session.create", params))
+
+    def list_sessions(self) -> list[SessionRecord]:
+        return [SessionRecord.from_json(item) for item in self.request("session.list")["sessions"]]
+
+    def get_session(self, session_id: str, *, projections: bool = True) -> SessionRecord:
+        """Header, counts and (``projections``) the projection snapshot, all in ``.raw``."""
+        return SessionRecord.from_json(
+            self.request("session.get", {"sessionId": session_id, "projections": projections})
+        )
+
+    def fork_session(
+        self, session_id: str, boundary: int | None = None, *, child_id: str | None = None
+    ) -> SessionRecord:
+        params: dict[str, Any] = {"sessionId": session_id}
+        if boundary is not None:
+            params["boundary"] = boundary
+        if child_id is not None:
+            params["childSessionId"] = child_id
+        return SessionRecord.from_json(self.request("session.fork", params))
+
+    def delete_session(self, session_id: str, *, detach_forks: bool = False) -> None:
+        self.request("session.delete", {"sessionId": session_id, "detachForks": detach_forks})
+
+    def cancel(self, session_id: str) -> bool:
+        return bool(self.request("session.cancel", {"sessionId": session_id})["cancelled"])
+
+    def events(
+        self, session_id: str, from_seq: int = 0, *, limit: int | None = None, types: Sequence[str] | None = None
+    ) -> list[dict[str, Any]]:
+        """Stored events from ``from_seq`` (wire JSON), paging until ``limit`` (default: all)."""
+        collected: list[dict[str, Any]] = []
+        seq = from_seq
+        while limit is None or len(collected) < limit:
+            page_size = 1000 if limit is None else min(1000, limit - len(collected))
+            params: dict[str, Any] = {"sessionId": session_id, "fromSeq": seq, "limit": page_size}
+            if types is not None:
+                params["types"] = list(types)
+            page = self.request("session.events", params)
+            collected.extend(page["events"])
+            seq = page["nextSeq"]
+            if not page["more"]:
+                break
+        return collected
+
+    # -- turns ----------------------------------------------------------------------
+
+    def send_message(self, session_id: str, text: str) -> Response:
+        """Run one turn (the session is created if it does not exist) and return how it ended."""
+        response = Response.from_json(self.request("session.send", {"sessionId": session_id, "text": text}))
+        self.last_response = response
+        return response
+
+    def stream(self, session_id: str, text: str, *, grace: float = 5.0) -> Iterator[dict[str, Any]]:
+        """Run one turn, yielding each event (wire JSON) as it is appended; the result is in :attr:`last_response`."""
+        subscription = self.transport.subscribe()
+        try:
+            future = self.transport.request_async(
+                "session.send", {"sessionId": session_id, "text": text, "events": False}
+            )
+            ended_turns: set[int] = set()
+            deadline: float | None = None
+            while True:
+                if future.done() and deadline is None:
+                    error = future.exception()
+                    if error is not None:
+                        raise error
+                    deadline = time.monotonic() + grace
+                if deadline is not None:
+                    result = future.result()
+                    if int(result["turn"]) in ended_turns or time.monotonic() > deadline:
+                        break
+                try:
+                    item = subscription.get(timeout=0.05)
+                except queue.Empty:
+                    continue
+                if item is None:
+                    if future.done():
+                        continue
+                    raise TransportClosedError("the server closed the notification stream")
+                method, params = item
+                if method != "session.event" or params.get("sessionId") != session_id:
+                    continue
+                event = params.get("event")
+                if isinstance(event, dict):
+                    if event.get("type") == "turn/end" and isinstance(event.get("data"), dict):
+                        ended_turns.add(int(event["data"].get("turn", -1)))
+                    yield event
+            self.last_response = Response.from_json(future.result())
+        finally:
+            self.transport.unsubscribe(subscription)
+
+
+class AsyncHarnessClient:
+    """The same methods as :class:`HarnessClient`, awaitable (each call runs in a worker thread)."""
+
+    def __init__(self, profile: str = "sdk", **options: Any) -> None:
+        self._sync = HarnessClient(profile, **options)
+
+    @property
+    def last_response(self) -> Response | None:
+        return self._sync.last_response
+
+    async def request(self, method: str, params: Mapping[str, Any] | None = None) -> Any:
+        return await asyncio.to_thread(self._sync.request, method, params)
+
+    async def create_session(self, session_id: str | None = None, *, cwd: str | None = None) -> SessionRecord:
+        return await asyncio.to_thread(self._sync.create_session, session_id, cwd=cwd)
+
+    async def list_sessions(self) -> list[SessionRecord]:
+        return await asyncio.to_thread(self._sync.list_sessions)
+
+    async def get_session(self, session_id: str, *, projections: bool = True) -> SessionRecord:
+        return await asyncio.to_thread(self._sync.get_session, session_id, projections=projections)
+
+    async def fork_session(
+        self, session_id: str, boundary: int | None = None, *, child_id: str | None = None
+    ) -> SessionRecord:
+        return await asyncio.to_thread(self._sync.fork_session, session_id, boundary, child_id=child_id)
+
+    async def delete_session(self, session_id: str, *, detach_forks: bool = False) -> None:
+        await asyncio.to_thread(self._sync.delete_session, session_id, detach_forks=detach_forks)
+
+    async def cancel(self, session_id: str) -> bool:
+        return await asyncio.to_thread(self._sync.cancel, session_id)
+
+    async def events(
+        self, session_id: str, from_seq: int = 0, *, limit: int | None = None, types: Sequence[str] | None = None
+    ) -> list[dict[str, Any]]:
+        return await asyncio.to_thread(self._sync.events, session_id, from_seq, limit=limit, types=types)
+
+    async def send_message(self, session_id: str, text: str) -> Response:
+        return await asyncio.to_thread(self._sync.send_message, session_id, text)
+
+    async def stream(self, session_id: str, text: str) -> AsyncIterator[dict[str, Any]]:
+        loop = asyncio.get_running_loop()
+        items: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+        stop = threading.Event()
+
+        def pump() -> None:
+            try:
+                for event in self._sync.stream(session_id, text):
+                    loop.call_soon_threadsafe(items.put_nowait, ("event", event))
+                    if stop.is_set():
+                        break
+                loop.call_soon_threadsafe(items.put_nowait, ("end", None))
+            except BaseException as error:
+                loop.call_soon_threadsafe(items.put_nowait, ("error", error))
+
+        worker = loop.run_in_executor(None, pump)
+        try:
+            while True:
+                kind, value = await items.get()
+                if kind == "end":
+                    break
+                if kind == "error":
+                    raise value
+                yield value
+        finally:
+            stop.set()
+            await worker
+
+    async def close(self) -> None:
+        await asyncio.to_thread(self._sync.close)
+
+    async def __aenter__(self) -> AsyncHarnessClient:
+        return self
+
+    async def __aexit__(self, *_exc: object) -> None:
+        await self.close()

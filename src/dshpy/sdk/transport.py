@@ -1,0 +1,342 @@
+"""How a client reaches a server: a ``dshpy serve --stdio`` child process, or HTTP.
+
+Both give :meth:`request` (blocking), :meth:`request_async` (a
+:class:`concurrent.futures.Future`) and notification subscriptions (a queue per
+subscriber that receives every notification frame's ``(method, params)``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import itertools
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+from collections import deque
+from collections.abc import Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+from urllib.parse import urlsplit
+
+__all__ = ["HarnessError", "HttpTransport", "Notification", "StdioTransport", "Transport", "TransportClosedError"]
+
+Notification = tuple[str, dict[str, Any]]
+
+
+class HarnessError(Exception):
+    """The server answered an error: ``code``, ``message``, ``data`` (see dshpy.server.protocol)."""
+
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        super().__init__(f"{message} (code {code})")
+        self.code = code
+        self.message = message
+        self.data = data
+
+
+class TransportClosedError(HarnessError):
+    """The connection to the server is gone."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(-32099, message)
+
+
+class _Subscribers:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._queues: list[queue.Queue[Notification | None]] = []
+
+    def add(self) -> queue.Queue[Notification | None]:
+        q: queue.Queue[Notification | None] = queue.Queue()
+        with self._lock:
+            self._queues.append(q)
+        return q
+
+    def remove(self, q: queue.Queue[Notification | None]) -> None:
+        with self._lock, contextlib.suppress(ValueError):
+            self._queues.remove(q)
+
+    def publish(self, item: Notification | None) -> None:
+        with self._lock:
+            queues = list(self._queues)
+        for q in queues:
+            q.put(item)
+
+
+def _unwrap(frame: Mapping[str, Any]) -> Any:
+    error = frame.get("error")
+    if isinstance(error, dict):
+        raise HarnessError(int(error.get("code", -32603)), str(error.get("message", "")), error.get("data"))
+    return frame.get("result")
+
+
+class Transport:
+    def __init__(self) -> None:
+        self.subscribers = _Subscribers()
+
+    def request_async(self, method: str, params: Mapping[str, Any] | None = None) -> Future[Any]:
+        raise NotImplementedError
+
+    def request(self, method: str, params: Mapping[str, Any] | None = None, timeout: float | None = None) -> Any:
+        return self.request_async(method, params).result(timeout)
+
+    def subscribe(self) -> queue.Queue[Notification | None]:
+        return self.subscribers.add()
+
+    def unsubscribe(self, q: queue.Queue[Notification | None]) -> None:
+        self.subscribers.remove(q)
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+
+class StdioTransport(Transport):
+    """Spawns ``args`` (default ``python -m dshpy serve --stdio``) and speaks newline-delimited JSON-RPC."""
+
+    def __init__(
+        self,
+        args: Sequence[str] | None = None,
+        *,
+        env: Mapping[str, str] | None = None,
+        shutdown_timeout: float = 2.0,
+    ) -> None:
+        super().__init__()
+        command = list(args) if args is not None else [sys.executable, "-m", "dshpy", "serve", "--stdio"]
+        environ = dict(os.environ)
+        environ.update(env or {})
+        self.shutdown_timeout = shutdown_timeout
+        self.stderr_tail: deque[str] = deque(maxlen=200)
+        self._ids = itertools.count(1)
+        self._pending: dict[int, Future[Any]] = {}
+        self._lock = threading.Lock()
+        self._write_lock = threading.Lock()
+        self._closed = False
+        self.process = subprocess.Popen(
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=environ
+        )
+        threading.Thread(target=self._read, name="dshpy-sdk-stdout", daemon=True).start()
+        threading.Thread(target=self._read_stderr, name="dshpy-sdk-stderr", daemon=True).start()
+
+    def _read(self) -> None:
+        stdout = self.process.stdout
+        assert stdout is not None
+        for line in stdout:
+            try:
+                frame = json.loads(line)
+            except ValueError:
+                continue
+            if not isinstance(frame, dict):
+                continue
+            if "method" in frame and "id" not in frame:
+                params = frame.get("params")
+                self.subscribers.publish((str(frame["method"]), params if isinstance(params, dict) else {}))
+                continue
+            with self._lock:
+                request_id = frame.get("id")
+                future = self._pending.pop(request_id, None) if isinstance(request_id, int) else None
+            if future is not None and not future.done():
+                try:
+                    future.set_result(_unwrap(frame))
+                except HarnessError as error:
+                    future.set_exception(error)
+        self._fail_all("the dshpy server exited" + self._diagnostics())
+
+    def _read_stderr(self) -> None:
+        stderr = self.process.stderr
+        assert stderr is not None
+        for raw in stderr:
+            self.stderr_tail.append(raw.decode("utf-8", "replace").rstrip())
+
+    def _diagnostics(self) -> str:
+        tail = "\n".join(list(self.stderr_tail)[-20:])
+        return f"; server stderr:\n{tail}" if tail else ""
+
+    def _fail_all(self, message: str) -> None:
+        with self._lock:
+            pending, self._pending = self._pending, {}
+            self._closed = True
+        for future in pending.values():
+            if not future.done():
+                future.set_exception(TransportClosedError(message))
+        self.subscribers.publish(None)
+
+    def request_async(self, method: str, params: Mapping[str, Any] | None = None) -> Future[Any]:
+        future: Future[Any] = Future()
+        with self._lock:
+            if self._closed:
+                raise TransportClosedError("the dshpy server is not running" + self._diagnostics())
+            request_id = next(self._ids)
+            self._pending[request_id] = future
+        frame: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+        if params is not None:
+            frame["params"] = dict(params)
+        data = (json.dumps(frame, separators=(",", ":")) + "\n").encode()
+        stdin = self.process.stdin
+        assert stdin is not None
+        try:
+            with self._write_lock:
+                stdin.write(data)
+                stdin.flush()
+        except (BrokenPipeError, OSError, ValueError):
+            with self._lock:
+                self._pending.pop(request_id, None)
+            raise TransportClosedError("the dshpy server is not running" + self._diagnostics()) from None
+        return future
+
+    def close(self) -> None:
+        """``shutdown`` → stdin EOF → SIGTERM → SIGKILL, each wait bounded."""
+        process = self.process
+        if process.poll() is None:
+            with contextlib.suppress(Exception):
+                self.request("shutdown", None, timeout=self.shutdown_timeout)
+            with contextlib.suppress(Exception):
+                assert process.stdin is not None
+                process.stdin.close()
+            try:
+                process.wait(self.shutdown_timeout)
+            except subprocess.TimeoutExpired:
+                process.terminate()
+                try:
+                    process.wait(self.shutdown_timeout)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait()
+        for stream in (process.stdin, process.stdout, process.stderr):
+            with contextlib.suppress(Exception):
+                if stream is not None:
+                    stream.close()
+        self._fail_all("the client was closed")
+
+
+class HttpTransport(Transport):
+    """``POST /rpc`` on keep-alive connections (one per thread) and a lazily opened SSE stream."""
+
+    def __init__(self, url: str, *, token: str | None = None, timeout: float = 600.0) -> None:
+        super().__init__()
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"not an http(s) URL: {url!r}")
+        self.scheme = parts.scheme
+        self.host = parts.hostname
+        self.port = parts.port or (443 if parts.scheme == "https" else 80)
+        self.path = (parts.path.rstrip("/") or "") + "/rpc"
+        self.events_path = (parts.path.rstrip("/") or "") + "/events"
+        self.timeout = timeout
+        self.headers = {"Content-Type": "application/json"}
+        if token:
+            self.headers["Authorization"] = f"Bearer {token}"
+        self._local = threading.local()
+        self._connections: list[http.client.HTTPConnection] = []
+        self._ids = itertools.count(1)
+        self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="dshpy-sdk-http")
+        self._sse: http.client.HTTPConnection | None = None
+        self._sse_lock = threading.Lock()
+        self.stream_id: str | None = None
+        self._closed = False
+
+    def _connection(self) -> http.client.HTTPConnection:
+        connection: http.client.HTTPConnection | None = getattr(self._local, "connection", None)
+        if connection is None:
+            kind = http.client.HTTPSConnection if self.scheme == "https" else http.client.HTTPConnection
+            connection = kind(self.host, self.port, timeout=self.timeout)
+            self._local.connection = connection
+            self._connections.append(connection)
+        return connection
+
+    def call(self, method: str, params: Mapping[str, Any] | None = None) -> Any:
+        if self._closed:
+            raise TransportClosedError("the client was closed")
+        frame: dict[str, Any] = {"jsonrpc": "2.0", "id": next(self._ids), "method": method}
+        if params is not None:
+            frame["params"] = dict(params)
+        body = json.dumps(frame, separators=(",", ":")).encode()
+        headers = dict(self.headers)
+        if self.stream_id is not None:
+            headers["X-Dshpy-Stream"] = self.stream_id
+        for attempt in (1, 2):
+            connection = self._connection()
+            try:
+                connection.request("POST", self.path, body, headers)
+                response = connection.getresponse()
+                payload = response.read()
+                break
+            except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
+                connection.close()  # a kept-alive connection the server dropped: reconnect once
+                if attempt == 2:
+                    raise TransportClosedError(f"cannot reach {self.host}:{self.port}") from None
+            except OSError as error:
+                connection.close()
+                raise TransportClosedError(f"cannot reach {self.host}:{self.port}: {error}") from None
+        if response.status != 200:
+            raise HarnessError(-32098, f"HTTP {response.status}: {payload.decode('utf-8', 'replace')[:200]}")
+        return _unwrap(json.loads(payload))
+
+    def request_async(self, method: str, params: Mapping[str, Any] | None = None) -> Future[Any]:
+        return self._pool.submit(self.call, method, params)
+
+    def request(self, method: str, params: Mapping[str, Any] | None = None, timeout: float | None = None) -> Any:
+        if timeout is None:
+            return self.call(method, params)
+        return super().request(method, params, timeout)
+
+    def subscribe(self) -> queue.Queue[Notification | None]:
+        q = super().subscribe()
+        self._open_events()
+        return q
+
+    def _open_events(self) -> None:
+        with self._sse_lock:
+            if self._sse is not None:
+                return
+            kind = http.client.HTTPSConnection if self.scheme == "https" else http.client.HTTPConnection
+            connection = kind(self.host, self.port, timeout=None)
+            headers = {k: v for k, v in self.headers.items() if k != "Content-Type"}
+            connection.request("GET", self.events_path, headers=headers)
+            response = connection.getresponse()
+            if response.status != 200:
+                raise HarnessError(-32098, f"HTTP {response.status} opening the event stream")
+            ready = threading.Event()
+            self._sse = connection
+            threading.Thread(target=self._read_events, args=(response, ready), daemon=True).start()
+            if not ready.wait(10):
+                raise TransportClosedError("the event stream did not start")
+
+    def _read_events(self, response: http.client.HTTPResponse, ready: threading.Event) -> None:
+        event = "message"
+        try:
+            for raw in response:
+                line = raw.decode("utf-8").rstrip("\r\n")
+                if line.startswith("event:"):
+                    event = line[6:].strip()
+                elif line.startswith("data:"):
+                    data = json.loads(line[5:])
+                    if event == "ready":
+                        self.stream_id = str(data["streamId"])
+                        ready.set()
+                    elif isinstance(data, dict) and "method" in data:
+                        params = data.get("params")
+                        self.subscribers.publish((str(data["method"]), params if isinstance(params, dict) else {}))
+                elif not line:
+                    event = "message"
+        except (OSError, ValueError, http.client.HTTPException):
+            pass
+        finally:
+            self.subscribers.publish(None)
+
+    def close(self) -> None:
+        self._closed = True
+        if self._sse is not None:
+            with contextlib.suppress(Exception):
+                sock = self._sse.sock
+                if sock is not None:
+                    import socket
+
+                    sock.shutdown(socket.SHUT_RDWR)
+            self._sse.close()
+        for connection in self._connections:
+            connection.close()
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        self.subscribers.publish(None)

@@ -1,0 +1,112 @@
+"""Starting a server: ``dshpy serve`` (see :mod:`dshpy.cli.serve`) and the ``dshpy-runtime`` script.
+
+``dshpy-runtime --profile NAME [--patch FILE]…`` is the command line dsh's official
+Python SDK (``deepseek_harness``) launches as its runtime; it serves stdio with the
+profile's settings. The SDK sets ``DSH_HOME``: when ``DSHPY_HOME`` is unset, the
+runtime uses ``$DSH_HOME/dshpy`` as its home (config and default store), so each
+SDK home gets its own sessions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+__all__ = ["ServeOptions", "main", "run_server"]
+
+
+@dataclass(frozen=True, slots=True)
+class ServeOptions:
+    store_url: str | None = None
+    profile: str = "sdk"
+    model: str | None = None
+    base_url: str | None = None
+    max_tokens: int | None = None
+    system: str | None = None
+    max_steps: int = 25
+    http: bool = False
+    host: str = "127.0.0.1"
+    port: int = 8765
+    token: str | None = None
+    max_request_bytes: int = 1 << 20
+
+
+def run_server(options: ServeOptions, *, announce: bool = True) -> int:
+    """Build the store and runtime from ``options`` and serve until shutdown/EOF. Returns an exit code."""
+    from dshpy.sdk.profiles import load_profile
+    from dshpy.storage.urls import default_store_url, dshpy_home, open_store
+
+    from .http import HttpServer
+    from .methods import Runtime, ServerSettings
+    from .stdio import serve_stdio
+
+    profile = load_profile(options.profile)
+    url = options.store_url or profile.store or default_store_url()
+    if url.startswith("sqlite:///"):
+        dshpy_home().mkdir(parents=True, exist_ok=True)
+    settings = ServerSettings(
+        model=options.model or profile.model,
+        base_url=options.base_url or profile.base_url,
+        max_tokens=options.max_tokens or profile.max_tokens,
+        system_prompt=options.system if options.system is not None else profile.system,
+        max_steps=options.max_steps,
+    )
+    log = logging.getLogger("dshpy.server")
+
+    async def serve() -> None:
+        store = open_store(url)
+        runtime = Runtime(store, settings)
+        try:
+            if options.http:
+                server = HttpServer(
+                    runtime,
+                    host=options.host,
+                    port=options.port,
+                    token=options.token,
+                    max_request_bytes=options.max_request_bytes,
+                )
+
+                def ready(started: HttpServer) -> None:
+                    if announce:
+                        print(f"dshpy serving http://{started.host}:{started.port} (store {url})", file=sys.stderr)
+                        sys.stderr.flush()
+
+                await server.serve(ready)
+            else:
+                log.info("dshpy serving stdio (store %s)", url)
+                await serve_stdio(runtime, max_request_bytes=options.max_request_bytes)
+        finally:
+            store.close()
+
+    try:
+        asyncio.run(serve())
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """``dshpy-runtime``: the runtime command line of dsh's official Python SDK, served by dshpy."""
+    parser = argparse.ArgumentParser(prog="dshpy-runtime", description=main.__doc__)
+    parser.add_argument("--profile", default="sdk", help="dshpy profile name (config.toml)")
+    parser.add_argument("--patch", action="append", default=[], metavar="FILE", help="dsh profile patch (ignored)")
+    parser.add_argument("--store", default=None, help="store URL (default: the profile's, else the default store)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="dshpy-runtime: %(levelname)s %(message)s")
+    if not os.environ.get("DSHPY_HOME") and os.environ.get("DSH_HOME", "").strip():
+        os.environ["DSHPY_HOME"] = os.path.join(os.environ["DSH_HOME"], "dshpy")
+    for patch in args.patch:
+        print(f"dshpy-runtime: note: ignoring dsh profile patch {patch} (dshpy has no cordis patches)", file=sys.stderr)
+    from dshpy.sdk.profiles import ProfileError
+
+    try:
+        code = run_server(ServeOptions(store_url=args.store, profile=args.profile))
+    except ProfileError as error:
+        print(f"dshpy-runtime: {error}", file=sys.stderr)
+        code = 2
+    sys.exit(code)

@@ -1,0 +1,263 @@
+"""The persisted projection cache every store keeps beside its logs: rows, trust, and when they are written.
+
+A row is ``(session_id, key, state_version, seq, state)`` plus the *identity* of the
+session it was folded from (:func:`session_identity`: the header's ``id``,
+``createdAt``, ``cwd``, ``parentSession`` and ``isSeeded``). It says "folding this
+session's log through ``seq`` gave ``state``" and is only ever a shortcut: the log stays
+the truth (DESIGN.md §1), and a reader that cannot trust a row folds the log instead.
+
+A reader discards a row (and re-folds that projection from the log) when
+
+* its identity is not the session's current header's — the id was deleted and reused,
+  or the row belongs to another store's session of the same id;
+* its ``state_version`` is not the definition's, or its ``seq`` lies beyond the log
+  (:func:`dshpy.projections.usable`);
+* its state does not validate against the definition's schema.
+
+Writers keep the cache from ever leading the durable log: the live session's writer
+(:class:`CacheWriter`) writes rows only after a flush returned, only for a position
+the store has already acknowledged (``seq`` < the durable length), and only at turn
+ends (a flushed batch holding ``turn/end``) and when the session closes. A crash
+between the flush and the cache write loses nothing but a shortcut. Cold readers
+(:meth:`BaseStore.projections`, listing) fold from the rows and the stored tail, and
+write the result back when they had to re-fold (fail-soft: a cache that cannot be
+written is logged, never an error).
+"""
+
+from __future__ import annotations
+
+import logging
+import weakref
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import orjson
+
+from dshpy.core.events import SessionEvent
+from dshpy.core.json import JsonValue
+from dshpy.errors import DshError, ProjectionError
+from dshpy.log.header import SessionHeader
+from dshpy.log.session import Session, SessionWriter
+from dshpy.projections.checkpoint import CachedState, restore, restore_floor, usable
+from dshpy.projections.definition import ProjectionDefinition
+from dshpy.projections.runner import Snapshot, runner_of
+
+if TYPE_CHECKING:
+    from dshpy.storage.base import BaseStore, SessionInfo
+
+__all__ = [
+    "WRITE_BACK_TAIL",
+    "CacheWriter",
+    "ProjectionRow",
+    "SessionProjections",
+    "cached_states",
+    "current_values",
+    "fold_cached",
+    "group_projection_rows",
+    "rows_of",
+    "session_identity",
+]
+
+log = logging.getLogger("dshpy.storage.projections")
+
+WRITE_BACK_TAIL = 256
+"""A cold reader that folded at least this many events past the cached rows writes them back."""
+
+
+class ProjectionRow(NamedTuple):
+    """One stored cache row: a :class:`~dshpy.projections.CachedState` and the identity it was folded under.
+
+    ``state`` is JSON as the backend parsed it (plain containers: a row is validated
+    through its definition's schema before a state is built from it).
+    """
+
+    key: str
+    state_version: int
+    seq: int
+    state: JsonValue
+    identity: str
+
+
+def group_projection_rows(raw: Iterable[Sequence[Any]]) -> dict[str, dict[str, ProjectionRow]]:
+    """``(session_id, key, state_version, seq, state JSON text, identity)`` tuples from a SQL backend, by session
+    and key; rows whose state does not parse are left out (a damaged row is no row: the log is folded instead).
+
+    One tight loop: listing a big store parses tens of thousands of these."""
+    found: dict[str, dict[str, ProjectionRow]] = {}
+    parse = orjson.loads
+    for session_id, key, version, seq, state, identity in raw:
+        try:
+            parsed = parse(state)
+        except orjson.JSONDecodeError:
+            continue
+        group = found.get(session_id)
+        if group is None:
+            group = found[session_id] = {}
+        group[key] = ProjectionRow(key, version, seq, parsed, identity)
+    return found
+
+
+def session_identity(header: SessionHeader) -> str:
+    """The identity a cache row is recorded with: compact JSON of the header fields that make a log *this* log.
+
+    Two sessions that ever shared an id (deleted and created again, imported over a
+    deleted one) differ in at least ``createdAt`` almost surely; ``cwd``,
+    ``parentSession`` and ``isSeeded`` catch the rest.
+    """
+    return orjson.dumps([header.id, header.created_at, header.cwd, header.parent_session, header.is_seeded]).decode()
+
+
+def cached_states(header: SessionHeader, rows: Iterable[ProjectionRow]) -> dict[str, CachedState]:
+    """The rows recorded under ``header``'s identity, as cache seeds keyed by projection (others are dropped)."""
+    identity = session_identity(header)
+    return {row.key: CachedState(row.state_version, row.seq, row.state) for row in rows if row.identity == identity}
+
+
+def rows_of(header: SessionHeader, states: Mapping[str, CachedState]) -> list[ProjectionRow]:
+    """Rows to store for ``states`` of the session with ``header``."""
+    identity = session_identity(header)
+    return [ProjectionRow(key, c.state_version, c.seq, c.state, identity) for key, c in states.items()]
+
+
+def current_values(
+    rows: Mapping[str, ProjectionRow], versions: Sequence[tuple[str, int]], identity: str, last_seq: int
+) -> dict[str, JsonValue] | None:
+    """The stored states of ``versions``' keys if every row is at ``last_seq`` under ``identity`` and the
+    definition's ``state_version``; ``None`` as soon as one is not (then fold, see :func:`fold_cached`)."""
+    values: dict[str, JsonValue] = {}
+    for key, version in versions:
+        row = rows.get(key)
+        if row is None or row.seq != last_seq or row.state_version != version or row.identity != identity:
+            return None
+        values[key] = row.state
+    return values
+
+
+@dataclass(frozen=True, slots=True)
+class SessionProjections:
+    """One session of a listing, with projection values as of ``as_of_seq`` (or why they could not be read)."""
+
+    info: SessionInfo
+    as_of_seq: int
+    values: dict[str, JsonValue]
+    error: str | None = None
+
+
+@dataclass(slots=True)
+class Folded:
+    """What :func:`fold_cached` computed: the snapshot, and the rows worth writing back (empty: none)."""
+
+    snapshot: Snapshot
+    write_back: dict[str, CachedState]
+
+
+def fold_cached(
+    definitions: Sequence[ProjectionDefinition[Any]],
+    rows: Mapping[str, CachedState],
+    length: int,
+    read: Any,
+    *,
+    trust_current: bool = False,
+) -> Folded:
+    """Bring ``definitions`` to the end of a stored log of ``length`` events from ``rows`` and the stored tail.
+
+    ``read(from_seq)`` iterates the stored events from ``from_seq``. Only the tail
+    after the lowest usable row is read; a row that turns out not to validate makes
+    the whole log be read once. With ``trust_current``, a row already at the end of
+    the log is served as stored, without loading it through its schema (listing many
+    sessions: the state was dumped by this very ``state_version``).
+    """
+    floor = restore_floor(definitions, rows, length)
+    tail: list[SessionEvent] = list(read(floor)) if floor < length else []
+    end = floor + len(tail)
+    values: dict[str, JsonValue] = {}
+    states: dict[str, CachedState] = {}
+    refold = False
+    for definition in definitions:
+        row = rows.get(definition.key)
+        if trust_current and row is not None and row.seq == end - 1 and usable(definition, row, end) == "cached":
+            values[definition.key] = row.state
+            continue
+        try:
+            restored = restore(definition, row, tail, base_seq=floor)
+        except ProjectionError:  # the row did not validate and the tail does not start at 0
+            if floor == 0:
+                raise
+            return fold_cached(definitions, {}, end, read)
+        dumped = definition.dump(restored.state)
+        values[definition.key] = dumped
+        if restored.outcome != "cached" or end - restored.from_seq >= WRITE_BACK_TAIL:
+            refold = True
+        states[definition.key] = CachedState(definition.state_version, end - 1, dumped)
+    return Folded({"as_of_seq": end - 1, "values": values}, states if refold else {})
+
+
+class CacheWriter:
+    """A live session's writer that also keeps the store's projection cache (never ahead of the durable log).
+
+    It wraps the backend's writer: every batch goes through unchanged; after a batch
+    holding a ``turn/end`` is stored, and when the session is closed (after its last
+    flush, before the backend's writer lets go of any lock), the session's projection
+    runner is checkpointed — but only if its position is below what the store has
+    acknowledged, so an unflushed tail never reaches the cache. Cache write failures
+    are logged and swallowed: the log was written, the shortcut was not.
+    """
+
+    __slots__ = ("_durable", "_header", "_inner", "_saved", "_session", "_store")
+
+    def __init__(self, store: BaseStore, inner: SessionWriter, header: SessionHeader, durable: int) -> None:
+        self._store = store
+        self._inner = inner
+        self._header = header
+        self._durable = durable
+        """How many events the store holds for this session, as far as this writer knows."""
+        self._session: weakref.ref[Session] | None = None
+        self._saved: tuple[int, tuple[str, ...]] | None = None
+
+    @property
+    def inner(self) -> SessionWriter:
+        return self._inner
+
+    @property
+    def durable_length(self) -> int:
+        return self._durable
+
+    def bind(self, session: Session) -> None:
+        """Name the session this writer serves (its runner is what gets checkpointed)."""
+        self._session = weakref.ref(session)
+
+    def write(self, session_id: str, expected_seq: int, events: Sequence[SessionEvent]) -> None:
+        self._inner.write(session_id, expected_seq, events)
+        self._durable = max(self._durable, expected_seq + len(events))
+        for event in events:
+            if event.type == "turn/end":
+                self.save()
+                break
+
+    def close(self) -> None:
+        try:
+            self.save()
+        finally:
+            self._inner.close()
+
+    def save(self) -> bool:
+        """Checkpoint the session's runner into the cache now, if that is safe; returns whether rows were written."""
+        session = None if self._session is None else self._session()
+        runner = None if session is None else runner_of(session)
+        if runner is None:
+            return False
+        rows = runner.checkpoint()
+        if not rows:
+            return False
+        seq = next(iter(rows.values())).seq
+        mark = (seq, tuple(rows))
+        if seq >= self._durable or mark == self._saved:
+            return False  # ahead of the durable log (a flush failed or is pending), or already written
+        try:
+            self._store._save_projection_rows(self._header.id, rows_of(self._header, rows))
+        except (DshError, OSError) as error:
+            log.warning("projection cache of session %s not written: %s", self._header.id, error)
+            return False
+        self._saved = mark
+        return True

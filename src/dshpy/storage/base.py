@@ -23,6 +23,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+import orjson
+
 from dshpy.core.events import SessionEvent, decode_event, encode_event, is_seq
 from dshpy.core.ids import check_session_id, new_session_id
 from dshpy.core.json import thaw
@@ -64,6 +66,7 @@ __all__ = [
     "SessionStore",
     "StoredRecord",
     "events_digest",
+    "parse_stored_header",
 ]
 
 EXPORT_FORMAT = "dshpy.session-export"
@@ -161,6 +164,22 @@ class SessionStore(Protocol):
         self, session_id: str, keys: Iterable[str] | None = None, *, registry: ProjectionRegistry | None = None
     ) -> Snapshot: ...
     def close(self) -> None: ...
+
+
+def parse_stored_header(session_id: str, raw: str | bytes) -> SessionHeader:
+    """A header stored as its physical JSON record, checked to belong to ``session_id``.
+
+    Database backends keep the record's exact text (dsh's key order); damage or a
+    record naming another session is corruption, never silently accepted.
+    """
+    try:
+        record = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        raise CorruptSessionError(f'stored header of session "{session_id}" is not JSON') from None
+    header = SessionHeader.from_record(record)
+    if header.id != session_id:
+        raise CorruptSessionError(f'stored header of session "{session_id}" names session "{header.id}"')
+    return header
 
 
 def events_digest(events: Sequence[SessionEvent]) -> str:

@@ -45,7 +45,7 @@ from dshpy.errors import (
     StoreUnavailableError,
 )
 from dshpy.log.header import SessionHeader
-from dshpy.storage.base import BaseStore, SessionInfo, StoredRecord
+from dshpy.storage.base import BaseStore, SessionInfo, StoredRecord, parse_stored_header
 from dshpy.storage.follow import StopSignal, check_follow_args
 from dshpy.storage.postgres_connect import (
     PostgresOptions,
@@ -293,19 +293,8 @@ class PostgresStore(BaseStore):
             raise SessionNotFound(f'session "{session_id}" not found')
         return str(rows[0][0])
 
-    @staticmethod
-    def _parse_header(session_id: str, raw: str) -> SessionHeader:
-        try:
-            record = orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            raise CorruptSessionError(f'stored header of session "{session_id}" is not JSON') from None
-        header = SessionHeader.from_record(record)
-        if header.id != session_id:
-            raise CorruptSessionError(f'stored header of session "{session_id}" names session "{header.id}"')
-        return header
-
     def _header(self, session_id: str) -> SessionHeader:
-        return self._parse_header(session_id, self._header_text(session_id))
+        return parse_stored_header(session_id, self._header_text(session_id))
 
     def _base(self, session_id: str) -> tuple[str, int] | None:
         rows = self._rows("read a session", self._sql.base, (session_id,))
@@ -460,7 +449,7 @@ class PostgresStore(BaseStore):
     def _parse_infos(self, rows: Sequence[tuple[Any, ...]]) -> list[SessionInfo]:
         infos = []
         for session_id, raw, base_count, created_at, last_seq, last_time, forks in rows:
-            header = self._parse_header(session_id, raw)
+            header = parse_stored_header(session_id, raw)
             next_seq = int(base_count) if last_seq is None else int(last_seq) + 1
             updated_at = int(created_at) if last_time is None else max(int(created_at), int(last_time))
             infos.append(SessionInfo(session_id, header, next_seq, updated_at, tuple(sorted(forks or ()))))

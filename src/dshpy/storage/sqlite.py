@@ -43,7 +43,7 @@ from dshpy.errors import (
     StoreError,
 )
 from dshpy.log.header import SessionHeader
-from dshpy.storage.base import BaseStore, SessionInfo, StoredRecord
+from dshpy.storage.base import BaseStore, SessionInfo, StoredRecord, parse_stored_header
 from dshpy.storage.projection_cache import ProjectionRow, group_projection_rows
 
 __all__ = ["APPLICATION_ID", "SCHEMA_MIGRATIONS", "SqliteStore"]
@@ -246,20 +246,9 @@ class SqliteStore(BaseStore):
             raise SessionNotFound(f'session "{session_id}" not found')
         return row
 
-    @staticmethod
-    def _parse_header(session_id: str, raw: str) -> SessionHeader:
-        try:
-            record = orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            raise CorruptSessionError(f'stored header of session "{session_id}" is not JSON') from None
-        header = SessionHeader.from_record(record)
-        if header.id != session_id:
-            raise CorruptSessionError(f'stored header of session "{session_id}" names session "{header.id}"')
-        return header
-
     def _header(self, session_id: str) -> SessionHeader:
         (raw,) = self._session_row(session_id, "header")
-        return self._parse_header(session_id, raw)
+        return parse_stored_header(session_id, raw)
 
     def _base(self, session_id: str) -> tuple[str, int] | None:
         base_id, base_count = self._session_row(session_id, "base_id, base_count")
@@ -423,7 +412,7 @@ class SqliteStore(BaseStore):
         last_time: int | None,
         forks: str | None,
     ) -> SessionInfo:
-        header = self._parse_header(session_id, raw)
+        header = parse_stored_header(session_id, raw)
         next_seq = base_count if last_seq is None else last_seq + 1
         updated_at = created_at if last_time is None else max(created_at, last_time)
         children = tuple(sorted(forks.split("\n"))) if forks else ()

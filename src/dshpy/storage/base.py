@@ -379,8 +379,20 @@ class BaseStore(ABC):
                 raise
             raise CorruptSessionError(f'stored session "{header.id}" failed validation: {error}') from error
 
+    def _query_infos(self, session_id: str | None) -> builtins.list[SessionInfo] | None:
+        """Metadata of one session (or all, for ``None``) in a single query, or ``None`` to use the generic path.
+
+        Database backends override this so that ``stat`` and ``list`` never read events.
+        """
+        return None
+
     def stat(self, session_id: str) -> SessionInfo:
         check_session_id(session_id)
+        queried = self._query_infos(session_id)
+        if queried is not None:
+            if not queried:
+                raise SessionNotFound(f'session "{session_id}" not found')
+            return queried[0]
         header = self._header(session_id)
         length = self._length(session_id)
         updated = header.created_at
@@ -395,7 +407,8 @@ class BaseStore(ABC):
 
     def list(self) -> list[SessionInfo]:
         """Every session, newest activity first."""
-        infos = [self.stat(session_id) for session_id in self._ids()]
+        queried = self._query_infos(None)
+        infos = queried if queried is not None else [self.stat(session_id) for session_id in self._ids()]
         infos.sort(key=lambda info: (info.updated_at, info.id), reverse=True)
         return infos
 

@@ -455,17 +455,8 @@ class PostgresStore(BaseStore):
             infos.append(SessionInfo(session_id, header, next_seq, updated_at, tuple(sorted(forks or ()))))
         return infos
 
-    def stat(self, session_id: str) -> SessionInfo:
-        check_session_id(session_id)
-        infos = self._infos(" WHERE t.id = %s", (session_id,))
-        if not infos:
-            raise SessionNotFound(f'session "{session_id}" not found')
-        return infos[0]
-
-    def list(self) -> list[SessionInfo]:
-        infos = self._infos("", ())
-        infos.sort(key=lambda info: (info.updated_at, info.id), reverse=True)
-        return infos
+    def _query_infos(self, session_id: str | None) -> list[SessionInfo]:
+        return self._infos("", ()) if session_id is None else self._infos(" WHERE t.id = %s", (session_id,))
 
     # -- projection cache ---------------------------------------------------------------------
 

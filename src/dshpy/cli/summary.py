@@ -5,40 +5,29 @@ A list row's turns, title and lifecycle state are projections (``stats``, ``titl
 at the end of its log costs no event reads at all; others fold only the events after
 their rows (:meth:`~dshpy.BaseStore.list_projections`).
 
-:func:`read_types` streams only the events of some types: a store that can filter by
-type (:class:`TypedEventReader`, e.g. SQLite) is asked for just those rows; any other
-store is read in full and filtered here.
+:func:`read_types` streams only the events of some types (SQLite and PostgreSQL filter
+them in SQL; other stores filter a full read).
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 from dshpy.core.events import SessionEvent
 from dshpy.storage.base import BaseStore, SessionInfo
 from dshpy.storage.projection_cache import SessionProjections
 
-__all__ = ["LIST_KEYS", "PROMPT_PREVIEW_CHARS", "SessionSummary", "TypedEventReader", "read_types", "summary_of"]
+__all__ = ["LIST_KEYS", "PROMPT_PREVIEW_CHARS", "SessionSummary", "read_types", "summary_of"]
 
 PROMPT_PREVIEW_CHARS = 120
 """First prompts are cut to this many characters (whitespace collapsed)."""
 
 
-@runtime_checkable
-class TypedEventReader(Protocol):
-    """A store that can stream only the events of some types."""
-
-    def read_types(self, session_id: str, types: Collection[str], from_seq: int = 0) -> Iterator[SessionEvent]: ...
-
-
 def read_types(store: BaseStore, session_id: str, types: Collection[str], from_seq: int = 0) -> Iterator[SessionEvent]:
-    """The events of ``types`` in seq order, filtered by the store when it can."""
-    if isinstance(store, TypedEventReader):
-        return store.read_types(session_id, types, from_seq)
-    wanted = frozenset(types)
-    return (event for event in store.read(session_id, from_seq) if event.type in wanted)
+    """The events of ``types`` in seq order (database stores filter them in SQL)."""
+    return store.read_types(session_id, types, from_seq)
 
 
 def preview(text: str, limit: int = PROMPT_PREVIEW_CHARS) -> str:

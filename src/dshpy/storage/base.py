@@ -47,7 +47,7 @@ from dshpy.projections.checkpoint import CachedState
 from dshpy.projections.definition import ProjectionDefinition
 from dshpy.projections.registry import ProjectionRegistry, default_registry
 from dshpy.projections.runner import Snapshot, attach
-from dshpy.storage.follow import StopSignal, check_follow_args, poll_follow
+from dshpy.storage.follow import StopSignal, check_follow_args, check_from_seq, poll_follow
 from dshpy.storage.projection_cache import (
     CacheWriter,
     ProjectionRow,
@@ -134,6 +134,7 @@ class SessionStore(Protocol):
     def open(self, session_id: str, *, write_behind_ms: int | None = None) -> Session: ...
     def inspect(self, session_id: str) -> Session: ...
     def read(self, session_id: str, from_seq: int = 0) -> Iterator[SessionEvent]: ...
+    def read_types(self, session_id: str, types: Iterable[str], from_seq: int = 0) -> Iterator[SessionEvent]: ...
     def follow(
         self, session_id: str, from_seq: int = 0, *, poll_interval: float = 0.2, stop: StopSignal = None
     ) -> Iterator[SessionEvent]: ...
@@ -331,10 +332,42 @@ class BaseStore(ABC):
     def read(self, session_id: str, from_seq: int = 0) -> Iterator[SessionEvent]:
         """Stream the stored events with seq >= ``from_seq`` (inherited prefix included)."""
         check_session_id(session_id)
-        if type(from_seq) is not int or from_seq < 0:
-            raise ValueError(f"from_seq must be a non-negative safe integer, got {from_seq!r}")
+        check_from_seq(from_seq)
         self._header(session_id)
         return self._read_chain(session_id, from_seq)
+
+    def read_types(self, session_id: str, types: Iterable[str], from_seq: int = 0) -> Iterator[SessionEvent]:
+        """Stream only the events of ``types`` (seq >= ``from_seq``, inherited prefix included).
+
+        Database backends filter in SQL, so counting turns or finding a title never decodes
+        the rest of a long log. Unlike :meth:`read`, gaps between the returned seqs are expected.
+        """
+        check_session_id(session_id)
+        check_from_seq(from_seq)
+        self._header(session_id)
+        return self._typed_chain(session_id, tuple(sorted(set(types))), from_seq, None)
+
+    def _typed_chain(
+        self, session_id: str, types: tuple[str, ...], from_seq: int, until: int | None
+    ) -> Iterator[SessionEvent]:
+        if not types:
+            return
+        base = self._base(session_id)
+        if base is not None and from_seq < base[1]:
+            parent, inherited = base
+            yield from self._typed_chain(parent, types, from_seq, inherited if until is None else min(until, inherited))
+            from_seq = inherited
+        yield from self._own_typed_events(session_id, types, from_seq, until)
+
+    def _own_typed_events(
+        self, session_id: str, types: tuple[str, ...], from_seq: int, until: int | None
+    ) -> Iterator[SessionEvent]:
+        """The session's own events of ``types`` with ``from_seq <= seq < until``; this default filters a read."""
+        for event in self._own_events(session_id, from_seq):
+            if until is not None and event.seq >= until:
+                return
+            if event.type in types:
+                yield event
 
     def follow(
         self, session_id: str, from_seq: int = 0, *, poll_interval: float = 0.2, stop: StopSignal = None

@@ -44,10 +44,15 @@ def wait_or_stop(stop: StopSignal, seconds: float) -> None:
         time.sleep(seconds)
 
 
-def check_follow_args(from_seq: int, poll_interval: float) -> None:
-    """Refuse arguments that would make a follow read the wrong range or spin."""
+def check_from_seq(from_seq: object) -> None:
+    """Refuse a start position that is not a seq (every read takes one)."""
     if type(from_seq) is not int or from_seq < 0:
         raise ValueError(f"from_seq must be a non-negative safe integer, got {from_seq!r}")
+
+
+def check_follow_args(from_seq: int, poll_interval: float) -> None:
+    """Refuse arguments that would make a follow read the wrong range or spin."""
+    check_from_seq(from_seq)
     if not isinstance(poll_interval, int | float) or not math.isfinite(poll_interval) or poll_interval <= 0:
         raise ValueError(f"poll_interval must be a positive number of seconds, got {poll_interval!r}")
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import builtins
 import itertools
 import re
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 from urllib.parse import urlencode
@@ -411,28 +411,15 @@ class PostgresStore(BaseStore):
 
     # -- fast metadata ------------------------------------------------------------------------
 
-    def read_types(self, session_id: str, types: Collection[str], from_seq: int = 0) -> Iterator[SessionEvent]:
-        """Stream only the events of ``types`` (filtered in SQL), inherited prefix included."""
-        check_session_id(session_id)
-        if type(from_seq) is not int or from_seq < 0:
-            raise ValueError(f"from_seq must be a non-negative safe integer, got {from_seq!r}")
-        self._header(session_id)
-        return self._typed_chain(session_id, sorted(set(types)), from_seq, None)
-
-    def _typed_chain(
-        self, session_id: str, types: list[str], from_seq: int, until: int | None
+    def _own_typed_events(
+        self, session_id: str, types: tuple[str, ...], from_seq: int, until: int | None
     ) -> Iterator[SessionEvent]:
-        if not types:
-            return
-        base = self._base(session_id)
-        if base is not None and from_seq < base[1]:
-            parent, inherited = base
-            yield from self._typed_chain(parent, types, from_seq, inherited if until is None else min(until, inherited))
-            from_seq = inherited
+        """Filtered in SQL (see :meth:`BaseStore.read_types`)."""
+        wanted = list(types)  # psycopg sends a list as an array
         end = (1 << 63) - 1 if until is None else until
         chunk = 16  # small first: a caller after the first match pays for one short scan
         while from_seq < end:
-            rows = self._rows("read events", self._sql.typed_events, (session_id, from_seq, end, types, chunk))
+            rows = self._rows("read events", self._sql.typed_events, (session_id, from_seq, end, wanted, chunk))
             for seq, body in rows:
                 event = _decode(session_id, seq, body)
                 if event.type not in types:

@@ -23,7 +23,7 @@ import itertools
 import os
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -31,7 +31,6 @@ from typing import Any
 import orjson
 
 from dshpy.core.events import SessionEvent, decode_event, encode_event
-from dshpy.core.ids import check_session_id
 from dshpy.core.json import MAX_SAFE_INTEGER
 from dshpy.errors import (
     ConflictError,
@@ -350,29 +349,10 @@ class SqliteStore(BaseStore):
 
     # -- fast metadata ----------------------------------------------------------------------
 
-    def read_types(self, session_id: str, types: Iterable[str], from_seq: int = 0) -> Iterator[SessionEvent]:
-        """Stream only the events of the given ``types`` (seq >= ``from_seq``, inherited prefix included).
-
-        The filter runs in SQL, so counting turns or finding a title never decodes the
-        rest of a long log. Unlike :meth:`read`, gaps between the returned seqs are expected.
-        """
-        check_session_id(session_id)
-        if type(from_seq) is not int or from_seq < 0:
-            raise ValueError(f"from_seq must be a non-negative safe integer, got {from_seq!r}")
-        wanted = tuple(sorted(set(types)))
-        self._header(session_id)
-        return self._typed_chain(session_id, wanted, from_seq, None)
-
-    def _typed_chain(
+    def _own_typed_events(
         self, session_id: str, types: tuple[str, ...], from_seq: int, until: int | None
     ) -> Iterator[SessionEvent]:
-        if not types:
-            return
-        base = self._base(session_id)
-        if base is not None and from_seq < base[1]:
-            parent, inherited = base
-            yield from self._typed_chain(parent, types, from_seq, inherited if until is None else min(until, inherited))
-            from_seq = inherited
+        """Filtered in SQL (see :meth:`BaseStore.read_types`)."""
         marks = ", ".join("?" * len(types))
         chunk = 16  # small first: a caller looking for the first match stops early and pays for one short scan
         while until is None or from_seq < until:

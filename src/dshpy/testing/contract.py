@@ -153,6 +153,24 @@ class StoreContract:
         with pytest.raises(ValueError, match="non-negative"):
             list(store.read(session.id, from_seq=-1))
 
+    def test_read_types_filters_through_the_fork_chain(self, store: BaseStore) -> None:
+        parent = store.create()
+        TurnScript(parent).turn("one", steps=2)
+        parent.close()
+        child = store.fork(parent.id)
+        TurnScript(child).turn("two")
+        child.close()
+        events = list(store.read(child.id))
+        wanted = ("turn/start", "user/message")
+        assert _wire(store.read_types(child.id, wanted)) == _wire(e for e in events if e.type in wanted)
+        start = events[-3].seq
+        assert _wire(store.read_types(child.id, ["turn/end"], start)) == _wire(
+            e for e in events[start:] if e.type == "turn/end"
+        )
+        assert list(store.read_types(child.id, [])) == []
+        with pytest.raises(ValueError, match="non-negative"):
+            store.read_types(child.id, wanted, -1)
+
     def test_flush_without_pending_events_is_a_no_op(self, store: BaseStore) -> None:
         session = store.create()
         assert session.flush() == 0

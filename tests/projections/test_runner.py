@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from projection_support import fresh, new_session
 
-from dshpy import ProjectionError, Session, SessionEvent
+from dshpy import LifecycleError, ProjectionError, Session, SessionEvent
 from dshpy.projections import (
     BUILTINS,
     LIFECYCLE,
@@ -31,6 +31,7 @@ from dshpy.projections import (
     restore,
     restore_floor,
     runner_of,
+    set_lifecycle,
     snapshot,
     state_of,
     usable,
@@ -63,6 +64,22 @@ PROMPTS = ProjectionDefinition(key="prompts", state_version=1, state_schema=Prom
 
 
 # -- definitions and the registry ----------------------------------------------------------------
+
+
+def test_evolve_is_model_copy_with_an_update_and_refuses_unknown_fields() -> None:
+    from dshpy.projections import StatsState
+
+    base = StatsState(turns=2)
+    changed = base.evolve(steps=5, pending_tools={"c": 1})
+    assert changed == base.model_copy(update={"steps": 5, "pending_tools": {"c": 1}})
+    assert (base.steps, changed.steps, changed.turns) == (0, 5, 2)  # the original is untouched
+    assert changed.model_fields_set == {"turns", "steps", "pending_tools"}
+    assert base.model_fields_set == {"turns"}
+    assert changed.model_dump(by_alias=True)["pendingTools"] == {"c": 1}
+    with pytest.raises(AttributeError, match="'stepz'"):
+        base.evolve(stepz=1)
+    with pytest.raises(Exception, match="frozen"):
+        changed.steps = 1  # type: ignore[misc]
 
 
 @pytest.mark.parametrize(
@@ -154,7 +171,11 @@ def test_routing_skips_apply_for_undeclared_types() -> None:
     runner = attach(session, ProjectionRegistry([spied]))
     TurnScript(session).turn()
     session.append("todo/write", {"todos": []})
+    assert calls == []  # nobody listens: folded when read, not per append
+    runner.sync()
     assert calls == ["todo/write"]
+    runner.sync()
+    assert calls == ["todo/write"]  # each event is folded once
     assert runner.keys == ("spy",)
 
 
@@ -330,3 +351,41 @@ def test_turn_boundary_row_matches_dshs_row_shape() -> None:
     session = turns(1)
     row = attach(session).checkpoint([TURN_BOUNDARY.key])[TURN_BOUNDARY.key]
     assert set(row.state) == {"openTurnStartSeq", "lastStepStartSeq", "lastStepBoundary", "lastTurn"}
+
+
+def test_reading_from_another_thread_while_appending_stays_consistent() -> None:
+    """Readers catch up lazily under the runner's lock while the appender folds the checks without it."""
+    import threading
+
+    session = new_session()
+    runner = attach(session)
+    script = TurnScript(session)
+    snapshots: list[Any] = []
+    done = threading.Event()
+
+    def read() -> None:
+        while not done.is_set():
+            snapshots.append(runner.snapshot(["stats", "lifecycle"]))
+            state_of(session, TURN_BOUNDARY)
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    try:
+        for index in range(40):
+            script.turn(f"turn {index}", steps=2)
+    finally:
+        done.set()
+        reader.join()
+    events = list(session.events)
+    assert len(snapshots) > 1
+    for taken in snapshots[:: max(1, len(snapshots) // 25)]:  # each one a single, correct position
+        prefix = events[: taken["as_of_seq"] + 1]
+        assert taken["values"]["stats"] == STATS.dump(fresh(STATS, prefix))
+        assert taken["values"]["lifecycle"] == LIFECYCLE.dump(fresh(LIFECYCLE, prefix))
+    assert runner.snapshot() == {
+        "as_of_seq": len(events) - 1,
+        "values": {d.key: d.dump(fresh(d, events)) for d in BUILTINS},
+    }
+    set_lifecycle(session, "completed")
+    with pytest.raises(LifecycleError, match="cannot start a turn"):
+        script.turn("after completion")

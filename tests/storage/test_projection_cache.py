@@ -35,6 +35,7 @@ from dshpy.projections import (
     set_lifecycle,
     state_of,
 )
+from dshpy.storage import projection_cache
 from dshpy.storage.base import StoredRecord
 from dshpy.storage.jsonl import PROJECTION_CACHE_FILENAME, JsonlStore
 from dshpy.storage.projection_cache import ProjectionRow, rows_of, session_identity
@@ -152,7 +153,8 @@ def test_rows_are_written_at_close_and_seed_the_next_open(store):
     session.close()
 
 
-def test_rows_are_written_at_turn_ends_after_the_flush(store):
+def test_rows_are_written_at_turn_ends_after_the_flush(store, monkeypatch):
+    monkeypatch.setattr(projection_cache, "CHECKPOINT_SECONDS", 0.0)  # every turn end is due
     session = store.create(session_id="live")
     script = TurnScript(session)
     script.turn("one", steps=1)
@@ -166,6 +168,47 @@ def test_rows_are_written_at_turn_ends_after_the_flush(store):
     session.append("turn/end", {"turn": 2, "reason": {"kind": "completed"}})
     session.flush()
     assert {row.seq for row in stored_rows(store, "live").values()} == {len(session) - 1}
+    session.close()
+
+
+def test_a_live_session_checkpoints_at_the_first_turn_end_that_many_events_after_its_rows(store, monkeypatch):
+    monkeypatch.setattr(projection_cache, "CHECKPOINT_SECONDS", 3600.0)
+    monkeypatch.setattr(projection_cache, "CHECKPOINT_EVENTS", 20)
+    session = store.create(session_id="live")
+    script = TurnScript(session)
+    script.turn("one", steps=1)
+    session.flush()
+    assert len(session) < 20
+    assert stored_rows(store, "live") == {}  # a turn end, but too few events since the (absent) rows
+    while len(session) < 20:
+        turn = session.next_turn
+        script.turn("more", steps=1, close=False)
+        session.flush()  # no turn/end in the batch
+        assert stored_rows(store, "live") == {}
+        session.append("turn/end", {"turn": turn, "reason": {"kind": "completed"}})
+        session.flush()
+    first = {row.seq for row in stored_rows(store, "live").values()}
+    assert first == {len(session) - 1}
+    script.turn("next", steps=1)
+    session.flush()
+    assert {row.seq for row in stored_rows(store, "live").values()} == first  # fewer than 20 since those rows
+    session.close()  # closing always writes
+    assert {row.seq for row in stored_rows(store, "live").values()} == {len(session) - 1}
+    assert store.projections("live") == _fresh(store, "live", None)
+
+
+def test_a_reopened_session_counts_from_the_log_end_it_opened_at(store, monkeypatch):
+    monkeypatch.setattr(projection_cache, "CHECKPOINT_SECONDS", 3600.0)
+    monkeypatch.setattr(projection_cache, "CHECKPOINT_EVENTS", 20)
+    length = build(store, turns=1)
+    session = store.open("s")
+    TurnScript(session).turn("short", steps=1)
+    session.flush()
+    assert {row.seq for row in stored_rows(store, "s").values()} == {length - 1}  # the rows close() wrote
+    monkeypatch.setattr(projection_cache, "CHECKPOINT_SECONDS", 0.0)
+    TurnScript(session).turn("late", steps=1)
+    session.flush()  # due by time now
+    assert {row.seq for row in stored_rows(store, "s").values()} == {len(session) - 1}
     session.close()
 
 

@@ -6,6 +6,7 @@ positions, turn nesting, tool pairing) live in :mod:`dshpy.log`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
@@ -15,19 +16,23 @@ from dshpy.errors import EventError
 
 __all__ = ["validate_event_data"]
 
-_ADAPTERS: dict[str, TypeAdapter[Any]] = {}
-"""Validators by event type, each built on first use: building all of them costs ~70 ms, which every
-process would pay at import (``dshpy sessions list`` never validates an event)."""
+_Validate = Callable[..., Any]
+
+_VALIDATORS: dict[str, _Validate | None] = {}
+"""Each type's compiled ``validate_python`` (``None``: no declared shape), built on first use: building
+all of them costs ~70 ms, which every process would pay at import (``dshpy sessions list`` never
+validates an event). The bound method of the compiled validator is kept rather than the
+``TypeAdapter``, whose Python-level wrapper costs as much again as validating a small event."""
 
 
-def _adapter(event_type: str) -> TypeAdapter[Any] | None:
-    adapter = _ADAPTERS.get(event_type)
-    if adapter is None:
+def _validator(event_type: str) -> _Validate | None:
+    try:
+        return _VALIDATORS[event_type]
+    except KeyError:
         shape = EVENT_DATA_SHAPES.get(event_type)
-        if shape is None:
-            return None
-        adapter = _ADAPTERS[event_type] = TypeAdapter(shape)  # a race builds it twice, harmlessly
-    return adapter
+        validate = None if shape is None else TypeAdapter(shape).validator.validate_python
+        _VALIDATORS[event_type] = validate  # a race builds it twice, harmlessly
+        return validate
 
 _MESSAGE_TYPES = frozenset({"user/message", "system/message", "developer/message", "assistant/message", "tool/result"})
 
@@ -49,11 +54,11 @@ def validate_event_data(event_type: str, data: Any, seq: int | None = None) -> N
     Types without a declared shape (log-only records dshpy carries but does not read)
     pass as long as their data is JSON, which the caller has already ensured.
     """
-    adapter = _adapter(event_type)
-    if adapter is None:
+    validate = _validator(event_type)
+    if validate is None:
         return
     try:
-        adapter.validate_python(data, strict=True)
+        validate(data, strict=True)
     except ValidationError as error:
         raise _fail(event_type, seq, _describe(error)) from None
     if event_type in _MESSAGE_TYPES:

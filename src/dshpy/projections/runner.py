@@ -4,15 +4,28 @@ A :class:`ProjectionRunner` attaches to one :class:`~dshpy.Session`. On attach i
 brings every definition to the end of the log — from a cached row when the caller
 has a usable one (only the later events are folded), from ``init()`` otherwise —
 then subscribes to the session and folds each committed event exactly once. The
-hot path per append is: one dict lookup for the projections that declared interest
-in the event's type, their ``apply`` calls, and an identity check per result; an
-event no projection cares about costs the lookup alone. The cost does not depend on
-the log's length.
+cost of an event does not depend on the log's length.
 
-States are published as one immutable ``(as_of_seq, states)`` pair, replaced per
-event, so :func:`snapshot` never mixes two positions even while another thread
-appends. Change listeners hear ``(session, key, state, seq)`` only when a state is
-a new object.
+*When* an event is folded depends on who is watching:
+
+* projections with a ``check`` are folded as each event commits, because the next
+  append is checked against them;
+* the others are folded when somebody reads (``state_of``, :func:`snapshot`, a cache
+  checkpoint), in one tight loop over the events committed since the last read —
+  unless a change listener is registered, in which case the runner subscribes to the
+  session and folds every projection per event, so that listeners hear each change
+  as it happens.
+
+Why lazily: a live session's appends are on the durable write path, and folding
+six built-ins per append, interleaved with admission and storage code, cost about
+as much again as the append itself; the same folds run back to back on a batch
+cost roughly half, and nobody reads most states between two appends. Reading is
+never stale: every read first folds what it has not seen.
+
+States are published as one immutable ``(as_of_seq, states)`` pair, so
+:func:`snapshot` never mixes two positions even while another thread appends.
+Change listeners hear ``(session, key, state, seq)`` only when a state is a new
+object.
 
 Projections with a ``check`` become an append guard (:meth:`Session.add_guard`):
 the candidate is checked against the state as of the events before it, so the
@@ -102,6 +115,10 @@ class ProjectionRunner:
         self._dumps: dict[int, tuple[Any, JsonValue]] = {}
         self._seeding: dict[str, Seeding] = {}
         self._remove_guard: Callable[[], None] | None = None
+        self._unsubscribe: Callable[[], None] | None = None
+        """Removes the subscription: :meth:`_on_commit` while the runner has checks, :meth:`_on_event` while it has
+        change listeners, none otherwise."""
+        self._check_types: frozenset[str] | None = frozenset()
         rows = cached or {}
         with self._lock:
             events = session.events
@@ -114,9 +131,11 @@ class ProjectionRunner:
                 self._install(definition)
                 states.append(restored.state)
             self._view: tuple[int, tuple[Any, ...]] = (len(events) - 1, tuple(states))
-            self._unsubscribe = session.subscribe(self._on_event)
+            self._checked: tuple[int, tuple[Any, ...]] = self._checked_from_view()
+            """The states of the projections with a check (in ``_checks`` order) as of a committed seq, normally the
+            last: any correct ``(seq, states)`` pair will do, older ones are folded forward where they are used."""
             self._update_guard(session)
-            self._catch_up(session)  # events appended by another thread while we folded
+            self._resubscribe(session)
 
     # -- reading ------------------------------------------------------------------
 
@@ -128,7 +147,7 @@ class ProjectionRunner:
     @property
     def as_of_seq(self) -> int:
         """The last seq folded into every state (``-1`` for an empty log)."""
-        return self._view[0]
+        return self._current()[0]
 
     @property
     def keys(self) -> tuple[str, ...]:
@@ -152,11 +171,11 @@ class ProjectionRunner:
     def state(self, key: str | ProjectionDefinition[Any]) -> Any:
         """The current state of ``key`` (a key or the definition itself, for a typed result)."""
         name = key.key if isinstance(key, ProjectionDefinition) else key
-        return self._view[1][self._position(name)]
+        return self._current()[1][self._position(name)]
 
     def snapshot(self, keys: Iterable[str] | None = None) -> Snapshot:
         """``{"as_of_seq", "values": {key: dumped state}}`` for ``keys`` (default: all), one position."""
-        seq, states = self._view
+        seq, states = self._current()
         names = self.keys if keys is None else tuple(keys)
         values: dict[str, JsonValue] = {}
         for name in names:
@@ -169,7 +188,7 @@ class ProjectionRunner:
 
         Write them only once the session's log is flushed through that seq.
         """
-        seq, states = self._view
+        seq, states = self._current()
         names = self.keys if keys is None else tuple(keys)
         rows: dict[str, CachedState] = {}
         for name in names:
@@ -196,24 +215,34 @@ class ProjectionRunner:
             self._seeding[definition.key] = Seeding("fresh", 0)
             self._view = (seq, (*states, state))  # the state exists before any index or guard points at it
             self._install(definition)
+            self._checked = self._checked_from_view()
             self._update_guard(session)
+            self._resubscribe(session)
 
     def on_change(self, listener: ChangeListener) -> Callable[[], None]:
-        """Call ``listener(session, key, state, seq)`` whenever a state becomes a new object; returns a remover."""
-        self._listeners.append(listener)
+        """Call ``listener(session, key, state, seq)`` whenever a state becomes a new object; returns a remover.
+
+        While any listener is registered every projection is folded as each event
+        commits (see the module docstring); the listener hears changes from events
+        committed after it was added.
+        """
+        session = self._live_session()
+        with self._lock:
+            self._catch_up(session)
+            self._listeners.append(listener)
+            self._resubscribe(session)
         return lambda: self._listeners.remove(listener) if listener in self._listeners else None
 
     def sync(self) -> None:
-        """Fold any committed events this runner has not seen (normally none: appends notify it)."""
-        session = self._session()
-        if session is not None and len(session) - 1 != self._view[0]:
-            with self._lock:
-                self._catch_up(session)
+        """Fold every committed event this runner has not folded yet (reads do this themselves)."""
+        self._current()
 
     def detach(self) -> None:
         """Stop following the session: no more folding, no more guard."""
         with self._lock:
-            self._unsubscribe()
+            if self._unsubscribe is not None:
+                self._unsubscribe()
+                self._unsubscribe = None
             if self._remove_guard is not None:
                 self._remove_guard()
                 self._remove_guard = None
@@ -243,6 +272,30 @@ class ProjectionRunner:
         self._applies.append(definition.apply)
         self._routes = {}
         self._checks = tuple(i for i, d in enumerate(self._defs) if d.check is not None)
+        types = [self._defs[index].types for index in self._checks]
+        self._check_types = None if any(t is None for t in types) else frozenset().union(*types)  # type: ignore[arg-type]
+
+    def _resubscribe(self, session: Session) -> None:
+        """Follow the session the cheapest way that keeps checks current (and listeners served, if any)."""
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+        if self._listeners:
+            self._unsubscribe = session.subscribe(self._on_event)
+        elif self._checks:
+            self._unsubscribe = session.subscribe(self._on_commit)
+
+    def _checked_from_view(self) -> tuple[int, tuple[Any, ...]]:
+        seq, states = self._view
+        return seq, tuple(states[index] for index in self._checks)
+
+    def _current(self) -> tuple[int, tuple[Any, ...]]:
+        """The view, after folding whatever the session committed since it was last brought up to date."""
+        session = self._session()
+        if session is not None and len(session) - 1 > self._view[0]:
+            with self._lock:
+                self._catch_up(session)
+        return self._view
 
     def _update_guard(self, session: Session) -> None:
         if self._checks and self._remove_guard is None:
@@ -262,18 +315,83 @@ class ProjectionRunner:
         return dumped
 
     def _on_event(self, session: Session, event: SessionEvent) -> None:
+        """Subscribed only while change listeners exist: fold every projection as each event commits."""
         with self._lock:
             expected = self._view[0] + 1
             if event.seq == expected:
                 self._fold(session, event)
+                if self._checks:
+                    self._checked = self._checked_from_view()
             elif event.seq > expected:
                 self._catch_up(session)
 
+    def _fold_checks(self, events: Iterable[SessionEvent], states: tuple[Any, ...]) -> tuple[Any, ...]:
+        """The check projections' ``states`` after ``events`` (one pass, in log order)."""
+        folded = list(states)
+        checks = [(position, self._defs[index]) for position, index in enumerate(self._checks)]
+        for event in events:
+            kind = event.type
+            for position, definition in checks:
+                types = definition.types
+                if types is None or kind in types:
+                    folded[position] = definition.apply(folded[position], event)
+        return tuple(folded)
+
+    def _on_commit(self, session: Session, event: SessionEvent) -> None:
+        """Subscribed while there are checks and no change listeners: fold the check projections only.
+
+        Called by the appending thread in commit order, so no lock: a reader catching up
+        concurrently may store an older pair, which is folded forward next time.
+        """
+        seq, states = self._checked
+        if event.seq != seq + 1:
+            with self._lock:
+                self._advance_checks(session)
+            return
+        types = self._check_types
+        if types is None or event.type in types:
+            states = self._fold_checks((event,), states)
+        self._checked = (event.seq, states)
+
+    def _advance_checks(self, session: Session) -> tuple[int, tuple[Any, ...]]:
+        """Bring the check projections to the end of ``session``'s committed log (caller holds the lock)."""
+        seq, states = self._checked
+        end = len(session) - 1
+        if end > seq:
+            states = self._fold_checks(window(session.events, seq + 1, end + 1), states)
+            self._checked = (end, states)
+            seq = end
+        return seq, states
+
     def _catch_up(self, session: Session) -> None:
+        """Fold every committed event after the view into every state (caller holds the lock)."""
         seq = self._view[0]
-        if len(session) - 1 > seq:
-            for event in window(session.events, seq + 1):
+        end = len(session) - 1
+        if end <= seq:
+            return
+        if self._listeners:
+            for event in window(session.events, seq + 1, end + 1):
                 self._fold(session, event)
+            self._checked = self._checked_from_view()
+            return
+        if self._checks:
+            checked_seq, checked = self._advance_checks(session)
+            end = checked_seq  # (a concurrent append may have landed since len() above; fold what the checks saw)
+            skip = frozenset(self._checks)
+        else:
+            checked, skip = (), frozenset()
+        states = list(self._view[1])
+        routes, applies = self._routes, self._applies
+        for event in window(session.events, seq + 1, end + 1):
+            targets = routes.get(event.type)
+            if targets is None:
+                targets = self._route(event.type)
+            for index in targets:
+                if index not in skip:
+                    states[index] = applies[index](states[index], event)
+        for position, index in enumerate(self._checks):
+            states[index] = checked[position]
+        self._view = (end, tuple(states))
 
     def _fold(self, session: Session, event: SessionEvent) -> None:
         states = self._view[1]
@@ -310,15 +428,13 @@ class ProjectionRunner:
                 log.exception("projection listener failed on %s at seq %d of %s", key, seq, session.id)
 
     def _guard(self, session: Session, event: SessionEvent) -> None:
-        seq, states = self._view
-        for index in self._checks:
-            definition = self._defs[index]
-            state = states[index]
-            if event.seq > seq + 1:  # a batch trial: fold the batch's earlier events, commit nothing
-                state = definition.fold(window(session.events, seq + 1, event.seq), state)
-            check = definition.check
+        seq, states = self._checked
+        if event.seq > seq + 1:  # a batch trial, or a pair a reader left behind: fold up to the candidate, keep nothing
+            states = self._fold_checks(window(session.events, seq + 1, event.seq), states)
+        for position, index in enumerate(self._checks):
+            check = self._defs[index].check
             assert check is not None
-            check(state, event)
+            check(states[position], event)
 
     def __repr__(self) -> str:
         return f"<ProjectionRunner {list(self._index)} as_of_seq={self._view[0]}>"

@@ -602,7 +602,10 @@ class JsonlStore(BaseStore):
         payload = self._encode_batch(events)
         if scan.recovered:
             payload = self._encode_batch(scan.events[scan.count - scan.recovered : scan.count]) + payload
-        fd = os.open(location.path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+        try:
+            fd = os.open(location.path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+        except FileNotFoundError:
+            raise SessionNotFound(f'session "{session_id}" was deleted') from None
         try:
             before = os.fstat(fd).st_size
             if before != scan.size:
@@ -912,15 +915,13 @@ class _JsonlWriter:
             self._scan = self._store._append_batch(session_id, self._location, scan, events)
 
     def _current(self) -> _Scan:
-        """The file's state: what this writer last wrote, unless the file changed since (then rescan)."""
+        """The file's state: what this writer last wrote (scanned once, when it has not written yet).
+
+        Not re-checked here: the append itself opens the log by path and compares its
+        size with this scan, so a deleted or foreign-written log still fails the batch.
+        """
         scan = self._scan
-        if scan is not None:
-            try:
-                if os.stat(self._location.path).st_size == scan.size:
-                    return scan
-            except FileNotFoundError:
-                raise SessionNotFound(f'session "{self._session_id}" was deleted') from None
-        return self._store._scan(self._session_id, self._location)
+        return scan if scan is not None else self._store._scan(self._session_id, self._location)
 
     def close(self) -> None:
         with self._mutex:

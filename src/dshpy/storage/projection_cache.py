@@ -17,8 +17,10 @@ A reader discards a row (and re-folds that projection from the log) when
 Writers keep the cache from ever leading the durable log: the live session's writer
 (:class:`CacheWriter`) writes rows only after a flush returned, only for a position
 the store has already acknowledged (``seq`` < the durable length), and only at turn
-ends (a flushed batch holding ``turn/end``) and when the session closes. A crash
-between the flush and the cache write loses nothing but a shortcut. Cold readers
+ends (a flushed batch holding ``turn/end``) that are at least :data:`CHECKPOINT_EVENTS`
+events or :data:`CHECKPOINT_SECONDS` after the last rows, and when the session closes.
+A crash between the flush and the cache write loses nothing but a shortcut; the rows a
+crashed writer leaves are at most that far behind, which a reader folds in a few ms. Cold readers
 (:meth:`BaseStore.projections`, listing) fold from the rows and the stored tail, and
 write the result back when they had to re-fold (fail-soft: a cache that cannot be
 written is logged, never an error).
@@ -27,6 +29,7 @@ written is logged, never an error).
 from __future__ import annotations
 
 import logging
+import time
 import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -47,6 +50,8 @@ if TYPE_CHECKING:
     from dshpy.storage.base import BaseStore, SessionInfo
 
 __all__ = [
+    "CHECKPOINT_EVENTS",
+    "CHECKPOINT_SECONDS",
     "WRITE_BACK_TAIL",
     "CacheWriter",
     "ProjectionRow",
@@ -63,6 +68,16 @@ log = logging.getLogger("dshpy.storage.projections")
 
 WRITE_BACK_TAIL = 256
 """A cold reader that folded at least this many events past the cached rows writes them back."""
+
+CHECKPOINT_EVENTS = 1024
+"""A live session writes its rows at a turn end once this many events were folded since its last rows.
+
+Why not at every turn end: a checkpoint dumps the changed states and rewrites the
+rows (on JSONL a sidecar file and a rename, which also makes the next fsync of the
+log commit directory metadata), which cost more than the events of a short turn."""
+
+CHECKPOINT_SECONDS = 5.0
+"""... or once this long has passed since its last rows (an interactive session checkpoints every turn)."""
 
 
 class ProjectionRow(NamedTuple):
@@ -197,14 +212,15 @@ class CacheWriter:
     """A live session's writer that also keeps the store's projection cache (never ahead of the durable log).
 
     It wraps the backend's writer: every batch goes through unchanged; after a batch
-    holding a ``turn/end`` is stored, and when the session is closed (after its last
-    flush, before the backend's writer lets go of any lock), the session's projection
-    runner is checkpointed — but only if its position is below what the store has
-    acknowledged, so an unflushed tail never reaches the cache. Cache write failures
-    are logged and swallowed: the log was written, the shortcut was not.
+    holding a ``turn/end`` is stored (when the rows are :data:`CHECKPOINT_EVENTS` events
+    or :data:`CHECKPOINT_SECONDS` behind), and when the session is closed (after its
+    last flush, before the backend's writer lets go of any lock), the session's
+    projection runner is checkpointed — but only if its position is below what the
+    store has acknowledged, so an unflushed tail never reaches the cache. Cache write
+    failures are logged and swallowed: the log was written, the shortcut was not.
     """
 
-    __slots__ = ("_durable", "_header", "_inner", "_saved", "_session", "_store")
+    __slots__ = ("_durable", "_header", "_inner", "_saved", "_saved_at", "_saved_seq", "_session", "_store")
 
     def __init__(self, store: BaseStore, inner: SessionWriter, header: SessionHeader, durable: int) -> None:
         self._store = store
@@ -214,6 +230,9 @@ class CacheWriter:
         """How many events the store holds for this session, as far as this writer knows."""
         self._session: weakref.ref[Session] | None = None
         self._saved: tuple[int, tuple[str, ...]] | None = None
+        self._saved_seq = durable - 1
+        """The position of the newest rows this writer wrote (or found: the log's end when it was opened)."""
+        self._saved_at = time.monotonic()
 
     @property
     def inner(self) -> SessionWriter:
@@ -230,6 +249,11 @@ class CacheWriter:
     def write(self, session_id: str, expected_seq: int, events: Sequence[SessionEvent]) -> None:
         self._inner.write(session_id, expected_seq, events)
         self._durable = max(self._durable, expected_seq + len(events))
+        if (
+            self._durable - 1 - self._saved_seq < CHECKPOINT_EVENTS
+            and time.monotonic() - self._saved_at < CHECKPOINT_SECONDS
+        ):
+            return
         for event in events:
             if event.type == "turn/end":
                 self.save()
@@ -260,4 +284,6 @@ class CacheWriter:
             log.warning("projection cache of session %s not written: %s", self._header.id, error)
             return False
         self._saved = mark
+        self._saved_seq = seq
+        self._saved_at = time.monotonic()
         return True

@@ -171,11 +171,11 @@ def apply_lifecycle(state: LifecycleState, event: SessionEvent) -> LifecycleStat
     if _refusal(state, event) is not None:  # what the guard refuses, the fold ignores
         return state
     if kind == "turn/end":
-        return state.model_copy(update={"turn_open": False}) if state.turn_open else state
+        return state.evolve(turn_open=False) if state.turn_open else state
     if kind == "turn/start":
         if state.state == "created":
             return LifecycleState(state="active", since_seq=event.seq, since_time=event.time, turn_open=True)
-        return state.model_copy(update={"turn_open": True})
+        return state.evolve(turn_open=True)
     parsed = _record(event.data)
     if isinstance(parsed, str):  # unreachable: _refusal accepted the record
         return state

@@ -80,14 +80,14 @@ def _model_call(state: StatsState, event: SessionEvent, data: dict[str, Any], *,
         if first is not None:
             update["ttft_ms"] = state.ttft_ms + max(0, first - start)
             update["ttft_count"] = state.ttft_count + 1
-    return state.model_copy(update=update)
+    return state.evolve(**update)
 
 
 def apply_stats(state: StatsState, event: SessionEvent) -> StatsState:
     kind = event.type
     data = event.data
     if kind == "step/start":
-        return state.model_copy(update={"steps": state.steps + 1, "request_start": event.time})
+        return state.evolve(steps=state.steps + 1, request_start=event.time)
     if not isinstance(data, dict):
         return state
     if kind == "assistant/message":
@@ -99,7 +99,7 @@ def apply_stats(state: StatsState, event: SessionEvent) -> StatsState:
         update: dict[str, Any] = {"tool_calls": state.tool_calls + 1}
         if isinstance(call_id, str):
             update["pending_tools"] = {**state.pending_tools, call_id: event.time}
-        return state.model_copy(update=update)
+        return state.evolve(**update)
     if kind == "tool/result":
         if event.surface_op != "append":
             return state
@@ -114,18 +114,18 @@ def apply_stats(state: StatsState, event: SessionEvent) -> StatsState:
             started = pending.pop(call_id)
             update["pending_tools"] = pending
             update["tool_ms"] = state.tool_ms + max(0, event.time - started)
-        return state.model_copy(update=update)
+        return state.evolve(**update)
     if kind == "llm/retry-started":
         start = state.request_start
         if start is not None and start >= event.time:
             return state
-        return state.model_copy(update={"request_start": event.time})
+        return state.evolve(request_start=event.time)
     if kind == "turn/start":
-        return state.model_copy(update={"turns": state.turns + 1})
+        return state.evolve(turns=state.turns + 1)
     if kind == "turn/end":
         if not state.pending_tools and state.request_start is None:
             return state
-        return state.model_copy(update={"pending_tools": {}, "request_start": None})
+        return state.evolve(pending_tools={}, request_start=None)
     return state
 
 

@@ -37,14 +37,14 @@ def apply_turn_boundary(state: TurnBoundaryState, event: SessionEvent) -> TurnBo
         turn = event.data.get("turn") if isinstance(event.data, dict) else None
         if type(turn) is not int:
             return state
-        return state.model_copy(update={"open_turn_start_seq": event.seq, "last_turn": turn})
+        return state.evolve(open_turn_start_seq=event.seq, last_turn=turn)
     if kind == "turn/end":
-        return state.model_copy(update={"open_turn_start_seq": None})
+        return state.evolve(open_turn_start_seq=None)
     if kind == "step/start":
         boundary = StepBoundary(kind="start", seq=event.seq)
-        return state.model_copy(update={"last_step_start_seq": event.seq, "last_step_boundary": boundary})
+        return state.evolve(last_step_start_seq=event.seq, last_step_boundary=boundary)
     if kind == "step/end":
-        return state.model_copy(update={"last_step_boundary": StepBoundary(kind="end", seq=event.seq)})
+        return state.evolve(last_step_boundary=StepBoundary(kind="end", seq=event.seq))
     return state
 
 

@@ -76,7 +76,7 @@ def _add(counts: TokenCounts, sample: dict[str, int]) -> TokenCounts:
     if not sample:
         return counts
     current = counts.__dict__
-    return TokenCounts(**{name: current[name] + sample.get(name, 0) for name, _ in _BUCKETS})
+    return counts.evolve(**{name: current[name] + count for name, count in sample.items()})
 
 
 def token_counts(usage: Any) -> TokenCounts | None:
@@ -144,21 +144,13 @@ def _bill(
     if position == len(entries):
         entries.append(ModelUsage(provider=provider, model=model))
     entry = entries[position]
-    entries[position] = entry.model_copy(
-        update={
-            "tokens": _add(entry.tokens, tokens),
-            "messages": entry.messages + (0 if failed else 1),
-            "failed_attempts": entry.failed_attempts + (1 if failed else 0),
-        }
-    )
-    return state.model_copy(
-        update={
-            "total": _add(state.total, tokens),
-            "messages": state.messages + (0 if failed else 1),
-            "failed_attempts": state.failed_attempts + (1 if failed else 0),
-            "by_model": tuple(entries),
-        }
-    )
+    if failed:
+        entries[position] = entry.evolve(tokens=_add(entry.tokens, tokens), failed_attempts=entry.failed_attempts + 1)
+        return state.evolve(
+            total=_add(state.total, tokens), failed_attempts=state.failed_attempts + 1, by_model=tuple(entries)
+        )
+    entries[position] = entry.evolve(tokens=_add(entry.tokens, tokens), messages=entry.messages + 1)
+    return state.evolve(total=_add(state.total, tokens), messages=state.messages + 1, by_model=tuple(entries))
 
 
 def apply_usage(state: UsageState, event: SessionEvent) -> UsageState:
@@ -181,7 +173,7 @@ def apply_usage(state: UsageState, event: SessionEvent) -> UsageState:
         route = _route_of(event)
         if route is None or route == state.route:
             return state
-        return state.model_copy(update={"route": route})
+        return state.evolve(route=route)
     return state
 
 

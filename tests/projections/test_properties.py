@@ -197,3 +197,29 @@ def test_snapshots_dump_and_load_back_to_the_same_states(case: tuple[list[Sessio
         loaded = definition.load(orjson.loads(orjson.dumps(shot["values"][definition.key])))
         assert loaded == runner.state(definition.key)
         assert definition.dump(loaded) == shot["values"][definition.key]
+
+
+@PROPERTY
+@given(log_and_cut(), st.lists(st.integers(1, 40), min_size=1, max_size=20))
+def test_folding_in_runs_equals_folding_one_event_at_a_time(
+    case: tuple[list[SessionEvent], int], run_lengths: list[int]
+) -> None:
+    """``apply_many`` over any split of the log into runs equals ``apply`` event by event, and a run that
+    changes nothing returns the very state it was given."""
+    events, _ = case
+    with_runs = [d for d in BUILTINS if d.apply_many is not None]
+    assert {d.key for d in with_runs} >= {"stats", "usage", "turn_boundary"}
+    for definition in with_runs:
+        assert definition.apply_many is not None
+        state = definition.init()
+        position = 0
+        lengths = iter(run_lengths * (len(events) // len(run_lengths) + 1))
+        while position < len(events):
+            run = events[position : position + next(lengths)]
+            folded = definition.apply_many(state, run)
+            if all(not definition.concerns(event.type) for event in run):
+                assert folded is state, definition.key
+            state = folded
+            position += len(run)
+            assert state == fresh(definition, events[:position]), (definition.key, position)
+        assert definition.apply_many(state, []) is state

@@ -272,7 +272,7 @@ def test_checkpoint_rows_round_trip_and_seed_only_the_tail() -> None:
         applied.append(event.seq)
         return STATS.apply(state, event)
 
-    counted = dataclasses.replace(STATS, apply=counting, types=None)
+    counted = dataclasses.replace(STATS, apply=counting, types=None, apply_many=None)
     TurnScript(source).turn("more")
     events = list(source.events)
     session = Session(source.header, events)

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Sequence
 from types import TracebackType
 from typing import Any, Protocol, cast
 
-from dshpy.core.events import SessionEvent, SurfaceOp, checked_event, is_seq, parse_surface_op
+from dshpy.core.events import SessionEvent, SurfaceOp, assemble_event, checked_event, is_seq, parse_surface_op
 from dshpy.core.ids import check_session_id, new_session_id
 from dshpy.core.json import NotJsonError, freeze_json
 from dshpy.core.validation import validate_event_data
@@ -240,22 +240,24 @@ class Session:
         commits nothing when the event is refused.
         """
         with self._io:
-            self._check_writable()
-            if not isinstance(type, str) or not type:
-                raise EventError("event type must be a non-empty string")
-            if type.startswith("plugin:"):
-                if not is_plugin_type(type):
+            if self._closed or self._read_only:
+                self._check_writable()
+            if type.__class__ is not str or type not in KNOWN_EVENT_TYPES:  # the common case skips these checks
+                if not isinstance(type, str) or not type:
+                    raise EventError("event type must be a non-empty string")
+                if type.startswith("plugin:"):
+                    if not is_plugin_type(type):
+                        raise EventError(
+                            f'invalid plugin record type "{type}": use plugin:<namespace>/<name> in lower case',
+                            event_type=type,
+                        )
+                    ignorable = True
+                elif type not in KNOWN_EVENT_TYPES and not ignorable:
                     raise EventError(
-                        f'invalid plugin record type "{type}": use plugin:<namespace>/<name> in lower case',
+                        f'unknown event type "{type}": dsh readers would refuse it; mark it ignorable=True or use a '
+                        "plugin:<namespace>/<name> record",
                         event_type=type,
                     )
-                ignorable = True
-            elif type not in KNOWN_EVENT_TYPES and not ignorable:
-                raise EventError(
-                    f'unknown event type "{type}": dsh readers would refuse it; mark it ignorable=True or use a '
-                    "plugin:<namespace>/<name> record",
-                    event_type=type,
-                )
             seq = len(self._events)
             try:
                 frozen = freeze_json(data)
@@ -266,16 +268,17 @@ class Session:
             op = None if surface_op is None else parse_surface_op(surface_op, type, seq)
             sources: tuple[int, ...] | None = None
             if source_event_seqs is not None:
-                if isinstance(source_event_seqs, str | bytes) or not all(is_seq(s) for s in source_event_seqs):
+                if isinstance(source_event_seqs, (str, bytes)) or not all(map(is_seq, source_event_seqs)):
                     raise SurfaceError(
                         f'session event "{type}" sourceEventSeqs must densely contain non-negative safe integers',
                         event_type=type,
                         seq=seq,
                     )
                 sources = tuple(source_event_seqs)
-            event = SessionEvent(type, seq, self._clock(), frozen, op, sources, ignorable)
+            event = assemble_event(type, seq, self._clock(), frozen, op, sources, bool(ignorable))
             self._admit(event, built=True)
-            self._arm_write_behind()
+            if self._write_behind_s is not None:
+                self._arm_write_behind()
             return event
 
     def append_events(self, events: Iterable[SessionEvent]) -> list[SessionEvent]:
@@ -463,7 +466,8 @@ class Session:
                 guard(self, event)
         # commit: nothing below may raise
         self._events.append(event)
-        self._surface.commit(plan)
+        if plan is not None:
+            self._surface.commit(plan)
         self._lifecycle.apply(event)
         if kind in KNOWN_EVENT_TYPES:
             if kind == "request/header":
@@ -471,11 +475,12 @@ class Session:
             elif kind == "session/end-seed" and event.data.get("inherited") is True:
                 self._inherited = seq
                 self._seeded = True
-        for listener in tuple(self._listeners):
-            try:
-                listener(self, event)
-            except Exception:
-                log.exception("session listener failed on seq %d of %s", seq, self.id)
+        if self._listeners:
+            for listener in tuple(self._listeners):
+                try:
+                    listener(self, event)
+                except Exception:
+                    log.exception("session listener failed on seq %d of %s", seq, self.id)
 
     def __repr__(self) -> str:
         return f"<Session {self.id} events={len(self._events)} pending={self.pending_count}>"

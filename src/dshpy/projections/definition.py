@@ -106,6 +106,14 @@ class ProjectionDefinition(Generic[S]):
     consistent with ``apply``: an event ``check`` refuses is one ``apply`` treats as a
     no-op, so a log written without the guard still folds deterministically.
 
+    ``apply_many``, when given, folds a run of events at once: ``apply_many(state,
+    events)`` must equal applying ``apply`` to each event in turn (returning ``state``
+    itself when none changed it). Folding is mostly done in runs — a reader catching up
+    on what was appended since its last read, a cold open folding a whole log — and a
+    run can keep its working values in plain Python variables and build the immutable
+    state once at the end, where ``apply`` must build one per event. The built-ins
+    define ``apply`` as ``apply_many`` over one event, so both paths share one body.
+
     Bump ``state_version`` whenever the meaning or shape of the state changes: cached
     states with another version are then discarded and re-folded from the log.
     """
@@ -117,6 +125,7 @@ class ProjectionDefinition(Generic[S]):
     apply: Callable[[S, SessionEvent], S]
     types: frozenset[str] | None = None
     check: Callable[[S, SessionEvent], None] | None = None
+    apply_many: Callable[[S, Sequence[SessionEvent]], S] | None = None
 
     def __post_init__(self) -> None:
         _check_key(self.key)
@@ -138,9 +147,12 @@ class ProjectionDefinition(Generic[S]):
         """The state after ``events``, starting from ``state`` (default: ``init()``).
 
         Events outside ``types`` are skipped, as the runner skips them; a cold reader
-        (a store rebuilding a state without a live session) folds with this.
+        (a store rebuilding a state without a live session) folds with this. Uses
+        ``apply_many`` when the definition has one.
         """
         current = self.init() if state is None else state
+        if self.apply_many is not None:
+            return self.apply_many(current, events if isinstance(events, Sequence) else list(events))
         apply, types = self.apply, self.types
         for event in events:
             if types is None or event.type in types:

@@ -381,14 +381,11 @@ class ProjectionRunner:
         else:
             checked, skip = (), frozenset()
         states = list(self._view[1])
-        routes, applies = self._routes, self._applies
-        for event in window(session.events, seq + 1, end + 1):
-            targets = routes.get(event.type)
-            if targets is None:
-                targets = self._route(event.type)
-            for index in targets:
-                if index not in skip:
-                    states[index] = applies[index](states[index], event)
+        log = session.events
+        run = [log[index] for index in range(seq + 1, end + 1)]
+        for index, definition in enumerate(self._defs):
+            if index not in skip:
+                states[index] = definition.fold(run, states[index])
         for position, index in enumerate(self._checks):
             states[index] = checked[position]
         self._view = (end, tuple(states))

@@ -34,7 +34,7 @@ because of clock skew count 0):
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
 
 from pydantic import Field
 
@@ -65,68 +65,95 @@ class StatsState(ProjectionState):
     """Internal: started tool calls without a result yet, callId → ``tool/call`` time."""
 
 
-def _model_call(state: StatsState, event: SessionEvent, data: dict[str, Any], *, failed: bool) -> StatsState:
-    update: dict[str, Any] = {}
-    if failed:
-        update["failed_model_calls"] = state.failed_model_calls + 1
-        update["request_start"] = event.time  # a retry is dispatched after this one settled
-    else:
-        update["model_calls"] = state.model_calls + 1
-        update["request_start"] = None
-    start = state.request_start
-    if start is not None:
-        update["model_ms"] = state.model_ms + max(0, event.time - start)
-        first = first_time(data.get("stream"))
-        if first is not None:
-            update["ttft_ms"] = state.ttft_ms + max(0, first - start)
-            update["ttft_count"] = state.ttft_count + 1
-    return state.evolve(**update)
+_TYPES = frozenset(
+    {
+        "turn/start",
+        "turn/end",
+        "step/start",
+        "assistant/message",
+        "assistant/attempt",
+        "tool/call",
+        "tool/result",
+        "llm/retry-started",
+    }
+)
+
+
+_MODEL_CALLS = frozenset({"assistant/message", "assistant/attempt"})
+
+
+def fold_stats(state: StatsState, events: Sequence[SessionEvent]) -> StatsState:
+    """``state`` after ``events``: counters in a plain dict, the state rebuilt once at the end."""
+    values = state.__dict__.copy()
+    pending = state.pending_tools  # replaced by a private copy before the first change, never mutated in place
+    own_pending = False
+    changed = False
+    for event in events:
+        kind = event.type
+        if kind not in _TYPES:
+            continue
+        if kind == "step/start":
+            values["steps"] += 1
+            values["request_start"] = event.time
+            changed = True
+            continue
+        data = event.data
+        if not isinstance(data, dict):
+            continue
+        if kind in _MODEL_CALLS:
+            start = values["request_start"]
+            if kind == "assistant/attempt":
+                values["failed_model_calls"] += 1
+                values["request_start"] = event.time  # a retry is dispatched after this one settled
+            else:
+                values["model_calls"] += 1
+                values["request_start"] = None
+            if start is not None:
+                values["model_ms"] += max(0, event.time - start)
+                first = first_time(data.get("stream"))
+                if first is not None:
+                    values["ttft_ms"] += max(0, first - start)
+                    values["ttft_count"] += 1
+        elif kind == "tool/call":
+            values["tool_calls"] += 1
+            call_id = data.get("callId")
+            if isinstance(call_id, str):
+                if not own_pending:
+                    pending, own_pending = dict(pending), True
+                pending[call_id] = event.time
+        elif kind == "tool/result":
+            if event.surface_op != "append":
+                continue
+            message = data.get("message")
+            values["tool_results"] += 1
+            if isinstance(message, dict) and message.get("isError") is True:
+                values["tool_errors"] += 1
+            call_id = message.get("toolCallId") if isinstance(message, dict) else None
+            if isinstance(call_id, str) and call_id in pending:
+                if not own_pending:
+                    pending, own_pending = dict(pending), True
+                values["tool_ms"] += max(0, event.time - pending.pop(call_id))
+        elif kind == "llm/retry-started":
+            start = values["request_start"]
+            if start is not None and start >= event.time:
+                continue
+            values["request_start"] = event.time
+        elif kind == "turn/start":
+            values["turns"] += 1
+        else:  # turn/end
+            if not pending and values["request_start"] is None:
+                continue
+            pending, own_pending = {}, True
+            values["request_start"] = None
+        changed = True
+    if not changed:
+        return state
+    values["pending_tools"] = pending
+    return state.evolve(**values)
 
 
 def apply_stats(state: StatsState, event: SessionEvent) -> StatsState:
-    kind = event.type
-    data = event.data
-    if kind == "step/start":
-        return state.evolve(steps=state.steps + 1, request_start=event.time)
-    if not isinstance(data, dict):
-        return state
-    if kind == "assistant/message":
-        return _model_call(state, event, data, failed=False)
-    if kind == "assistant/attempt":
-        return _model_call(state, event, data, failed=True)
-    if kind == "tool/call":
-        call_id = data.get("callId")
-        update: dict[str, Any] = {"tool_calls": state.tool_calls + 1}
-        if isinstance(call_id, str):
-            update["pending_tools"] = {**state.pending_tools, call_id: event.time}
-        return state.evolve(**update)
-    if kind == "tool/result":
-        if event.surface_op != "append":
-            return state
-        message = data.get("message")
-        failed = isinstance(message, dict) and message.get("isError") is True
-        update = {"tool_results": state.tool_results + 1}
-        if failed:
-            update["tool_errors"] = state.tool_errors + 1
-        call_id = message.get("toolCallId") if isinstance(message, dict) else None
-        if isinstance(call_id, str) and call_id in state.pending_tools:
-            pending = dict(state.pending_tools)
-            started = pending.pop(call_id)
-            update["pending_tools"] = pending
-            update["tool_ms"] = state.tool_ms + max(0, event.time - started)
-        return state.evolve(**update)
-    if kind == "llm/retry-started":
-        start = state.request_start
-        if start is not None and start >= event.time:
-            return state
-        return state.evolve(request_start=event.time)
-    if kind == "turn/start":
-        return state.evolve(turns=state.turns + 1)
-    if kind == "turn/end":
-        if not state.pending_tools and state.request_start is None:
-            return state
-        return state.evolve(pending_tools={}, request_start=None)
-    return state
+    return fold_stats(state, (event,))
 
 
 STATS: ProjectionDefinition[StatsState] = ProjectionDefinition(
@@ -135,17 +162,7 @@ STATS: ProjectionDefinition[StatsState] = ProjectionDefinition(
     state_schema=StatsState,
     init=StatsState,
     apply=apply_stats,
-    types=frozenset(
-        {
-            "turn/start",
-            "turn/end",
-            "step/start",
-            "assistant/message",
-            "assistant/attempt",
-            "tool/call",
-            "tool/result",
-            "llm/retry-started",
-        }
-    ),
+    types=_TYPES,
+    apply_many=fold_stats,
 )
 """Turns, steps, model and tool calls, tool errors, model time, tool time, time to first token."""

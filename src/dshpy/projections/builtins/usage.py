@@ -23,6 +23,7 @@ prices change, tokens do not.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from dshpy.core.events import SessionEvent
@@ -133,48 +134,95 @@ def _route_of(event: SessionEvent) -> Route | None:
     return Route(provider=_text(provider), model=_text(model))
 
 
-def _bill(
-    state: UsageState, provider: str | None, model: str | None, sample: dict[str, int] | None, *, failed: bool
-) -> UsageState:
-    tokens = sample or {}
-    entries = list(state.by_model)
-    position = next(
-        (i for i, entry in enumerate(entries) if entry.provider == provider and entry.model == model), len(entries)
-    )
-    if position == len(entries):
-        entries.append(ModelUsage(provider=provider, model=model))
-    entry = entries[position]
-    if failed:
-        entries[position] = entry.evolve(tokens=_add(entry.tokens, tokens), failed_attempts=entry.failed_attempts + 1)
-        return state.evolve(
-            total=_add(state.total, tokens), failed_attempts=state.failed_attempts + 1, by_model=tuple(entries)
+_TYPES = frozenset({"assistant/message", "assistant/attempt", "request/context", "request/header"})
+
+
+def fold_usage(state: UsageState, events: Sequence[SessionEvent]) -> UsageState:
+    """``state`` after ``events``: token deltas summed in plain dicts, the models rebuilt once at the end."""
+    route = state.route
+    total: dict[str, int] = {}
+    messages = failed_attempts = 0
+    billed: dict[tuple[str | None, str | None], list[Any]] = {}  # in order of first use: [tokens, messages, failed]
+    changed = False
+    for event in events:
+        kind = event.type
+        if kind not in _TYPES:
+            continue
+        data = event.data
+        if not isinstance(data, dict):
+            continue
+        if kind == "assistant/message":
+            usage = data.get("usage")
+            sample = _sample(usage if isinstance(usage, dict) else last_usage(data.get("stream")))
+            message = data.get("message")
+            source = message.get("source") if isinstance(message, dict) else None
+            if not isinstance(source, dict):
+                source = {}
+            key = (_text(source.get("provider")), _text(source.get("model")))
+            failed = False
+        elif kind == "assistant/attempt":
+            key = (None, None) if route is None else (route.provider, route.model)
+            sample = _sample(last_usage(data.get("stream")))
+            failed = True
+        else:  # request/context, request/header
+            new_route = _route_of(event)
+            if new_route is not None and new_route != route:
+                route = new_route
+                changed = True
+            continue
+        entry = billed.get(key)
+        if entry is None:
+            entry = billed[key] = [{}, 0, 0]
+        if sample:
+            tokens = entry[0]
+            for name, count in sample.items():
+                total[name] = total.get(name, 0) + count
+                tokens[name] = tokens.get(name, 0) + count
+        if failed:
+            entry[2] += 1
+            failed_attempts += 1
+        else:
+            entry[1] += 1
+            messages += 1
+        changed = True
+    if not changed:
+        return state
+    if not billed:
+        return state.evolve(route=route)
+    by_model = list(state.by_model)
+    positions: dict[tuple[str | None, str | None], int] = {}
+    for index, entry in enumerate(by_model):
+        positions.setdefault((entry.provider, entry.model), index)
+    for (provider, model), (tokens, billed_messages, billed_failures) in billed.items():
+        index = positions.get((provider, model))
+        if index is None:
+            by_model.append(
+                ModelUsage(
+                    provider=provider,
+                    model=model,
+                    tokens=TokenCounts(**tokens),
+                    messages=billed_messages,
+                    failed_attempts=billed_failures,
+                )
+            )
+            continue
+        entry = by_model[index]
+        by_model[index] = entry.evolve(
+            tokens=_add(entry.tokens, tokens),
+            messages=entry.messages + billed_messages,
+            failed_attempts=entry.failed_attempts + billed_failures,
         )
-    entries[position] = entry.evolve(tokens=_add(entry.tokens, tokens), messages=entry.messages + 1)
-    return state.evolve(total=_add(state.total, tokens), messages=state.messages + 1, by_model=tuple(entries))
+    return state.evolve(
+        total=_add(state.total, total),
+        messages=state.messages + messages,
+        failed_attempts=state.failed_attempts + failed_attempts,
+        by_model=tuple(by_model),
+        route=route,
+    )
 
 
 def apply_usage(state: UsageState, event: SessionEvent) -> UsageState:
-    kind = event.type
-    data = event.data
-    if not isinstance(data, dict):
-        return state
-    if kind == "assistant/message":
-        usage = data.get("usage")
-        sample = _sample(usage if isinstance(usage, dict) else last_usage(data.get("stream")))
-        message = data.get("message")
-        source = message.get("source") if isinstance(message, dict) else None
-        if not isinstance(source, dict):
-            source = {}
-        return _bill(state, _text(source.get("provider")), _text(source.get("model")), sample, failed=False)
-    if kind == "assistant/attempt":
-        billed = state.route or Route()
-        return _bill(state, billed.provider, billed.model, _sample(last_usage(data.get("stream"))), failed=True)
-    if kind in ("request/context", "request/header"):
-        route = _route_of(event)
-        if route is None or route == state.route:
-            return state
-        return state.evolve(route=route)
-    return state
+    return fold_usage(state, (event,))
 
 
 USAGE: ProjectionDefinition[UsageState] = ProjectionDefinition(
@@ -183,6 +231,7 @@ USAGE: ProjectionDefinition[UsageState] = ProjectionDefinition(
     state_schema=UsageState,
     init=UsageState,
     apply=apply_usage,
-    types=frozenset({"assistant/message", "assistant/attempt", "request/context", "request/header"}),
+    types=_TYPES,
+    apply_many=fold_usage,
 )
 """Token usage of successful messages and failed attempts, with a per-model breakdown."""

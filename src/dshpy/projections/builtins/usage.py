@@ -170,19 +170,19 @@ def fold_usage(state: UsageState, events: Sequence[SessionEvent]) -> UsageState:
                 route = new_route
                 changed = True
             continue
-        entry = billed.get(key)
-        if entry is None:
-            entry = billed[key] = [{}, 0, 0]
+        tally = billed.get(key)
+        if tally is None:
+            tally = billed[key] = [{}, 0, 0]
         if sample:
-            tokens = entry[0]
+            tokens = tally[0]
             for name, count in sample.items():
                 total[name] = total.get(name, 0) + count
                 tokens[name] = tokens.get(name, 0) + count
         if failed:
-            entry[2] += 1
+            tally[2] += 1
             failed_attempts += 1
         else:
-            entry[1] += 1
+            tally[1] += 1
             messages += 1
         changed = True
     if not changed:
@@ -191,11 +191,11 @@ def fold_usage(state: UsageState, events: Sequence[SessionEvent]) -> UsageState:
         return state.evolve(route=route)
     by_model = list(state.by_model)
     positions: dict[tuple[str | None, str | None], int] = {}
-    for index, entry in enumerate(by_model):
-        positions.setdefault((entry.provider, entry.model), index)
+    for index, known in enumerate(by_model):
+        positions.setdefault((known.provider, known.model), index)
     for (provider, model), (tokens, billed_messages, billed_failures) in billed.items():
-        index = positions.get((provider, model))
-        if index is None:
+        found = positions.get((provider, model))
+        if found is None:
             by_model.append(
                 ModelUsage(
                     provider=provider,
@@ -206,8 +206,8 @@ def fold_usage(state: UsageState, events: Sequence[SessionEvent]) -> UsageState:
                 )
             )
             continue
-        entry = by_model[index]
-        by_model[index] = entry.evolve(
+        entry = by_model[found]
+        by_model[found] = entry.evolve(
             tokens=_add(entry.tokens, tokens),
             messages=entry.messages + billed_messages,
             failed_attempts=entry.failed_attempts + billed_failures,

@@ -95,6 +95,11 @@ ON CONFLICT (session_id, key) DO UPDATE SET
     state_version = excluded.state_version, seq = excluded.seq, state = excluded.state, identity = excluded.identity"""
 """Upsert one cache row (the last write wins: every row written is valid, an older one only folds a longer tail)."""
 
+_INSERT_EVENTS = "INSERT INTO events VALUES (?, ?, ?, ?, ?)"
+
+_NEXT_SEQ = "SELECT (SELECT max(seq) FROM events WHERE session_id = s.id), s.base_count FROM sessions s WHERE s.id = ?"
+"""One past the last stored seq (an index seek on the events primary key) and the session's inherited count."""
+
 _READ_CHUNK = 4096
 _DAMAGED = object()
 
@@ -142,6 +147,8 @@ class SqliteStore(BaseStore):
             self._db.execute("PRAGMA synchronous = FULL")
             self._db.execute("PRAGMA foreign_keys = ON")
             self._db.execute("PRAGMA trusted_schema = OFF")
+            self._cursor = self._db.cursor()
+            """The live write path's cursor (used under ``_lock`` only): no cursor object is built per statement."""
         except sqlite3.DatabaseError as error:
             raise CorruptSessionError(f"{self.path} is not a usable SQLite database: {error}") from None
 
@@ -197,11 +204,16 @@ class SqliteStore(BaseStore):
                 raise StoreError(f"{self.path}: cannot start a write transaction: {error}") from None
             try:
                 yield db
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
-            else:
                 db.execute("COMMIT")
+            except BaseException:
+                self._rollback()
+                raise
+
+    def _rollback(self) -> None:
+        """End a failed write transaction (unless SQLite already rolled it back), keeping the original error."""
+        db = self._db
+        if db.in_transaction:
+            self._cursor.execute("ROLLBACK")
 
     def close(self) -> None:
         with self._lock:
@@ -234,7 +246,7 @@ class SqliteStore(BaseStore):
                         base_count,
                     ),
                 )
-                db.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?)", self._rows(header.id, events))
+                db.executemany(_INSERT_EVENTS, self._rows(header.id, events))
         except sqlite3.IntegrityError as error:
             raise SessionExistsError(f'session "{header.id}" already exists ({error})') from None
 
@@ -258,12 +270,9 @@ class SqliteStore(BaseStore):
             return self._next_seq(self._db, session_id)
 
     @staticmethod
-    def _next_seq(db: sqlite3.Connection, session_id: str) -> int:
+    def _next_seq(db: sqlite3.Connection | sqlite3.Cursor, session_id: str) -> int:
         """One past the last stored seq (an index seek), or the inherited count of an empty fork."""
-        row = db.execute(
-            "SELECT (SELECT max(seq) FROM events WHERE session_id = s.id), s.base_count FROM sessions s WHERE s.id = ?",
-            (session_id,),
-        ).fetchone()
+        row = db.execute(_NEXT_SEQ, (session_id,)).fetchone()
         if row is None:
             raise SessionNotFound(f'session "{session_id}" not found')
         last, base_count = row
@@ -294,9 +303,21 @@ class SqliteStore(BaseStore):
                 return
 
     def _append(self, session_id: str, expected_seq: int, events: Sequence[SessionEvent]) -> None:
-        try:
-            with self._write() as db:
-                stored = self._next_seq(db, session_id)
+        """The live write path: one ``BEGIN IMMEDIATE`` transaction per flush, the stored next seq re-read inside it.
+
+        What :meth:`_write` does, written out (this runs once per flush): the rows are
+        encoded before the write lock is taken, so the lock is held for the database
+        work only, and every statement goes through one long-lived cursor.
+        """
+        rows = self._rows(session_id, events)
+        with self._lock:
+            cursor = self._cursor
+            try:
+                cursor.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as error:
+                raise StoreError(f"{self.path}: cannot start a write transaction: {error}") from None
+            try:
+                stored = self._next_seq(cursor, session_id)
                 if stored != expected_seq:
                     raise ConflictError(
                         f'session "{session_id}" ends at seq {stored}, not {expected_seq}: '
@@ -304,11 +325,16 @@ class SqliteStore(BaseStore):
                         expected_seq=expected_seq,
                         actual_seq=stored,
                     )
-                db.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?)", self._rows(session_id, events))
-        except sqlite3.IntegrityError as error:
-            raise ConflictError(
-                f'session "{session_id}": seq already taken ({error})', expected_seq=expected_seq
-            ) from None
+                cursor.executemany(_INSERT_EVENTS, rows)
+                cursor.execute("COMMIT")
+            except sqlite3.IntegrityError as error:
+                self._rollback()
+                raise ConflictError(
+                    f'session "{session_id}": seq already taken ({error})', expected_seq=expected_seq
+                ) from None
+            except BaseException:
+                self._rollback()
+                raise
 
     def _remove(self, session_id: str) -> None:
         with self._write() as db:
@@ -325,7 +351,7 @@ class SqliteStore(BaseStore):
 
     def _rebase(self, session_id: str, prefix: Sequence[SessionEvent]) -> None:
         with self._write() as db:
-            db.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?)", self._rows(session_id, prefix))
+            db.executemany(_INSERT_EVENTS, self._rows(session_id, prefix))
             db.execute("UPDATE sessions SET base_id = NULL, base_count = 0 WHERE id = ?", (session_id,))
 
     def _turn_window(self, session_id: str, boundary: int) -> list[SessionEvent]:

@@ -8,6 +8,7 @@ everywhere, because dsh lets producers add fields and we must carry them unchang
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Any, Literal, NotRequired
 
 from pydantic import Discriminator, Tag
@@ -89,7 +90,10 @@ class OtherBlock(TypedDict):
     type: str
 
 
-_BLOCK_TAGS = frozenset({"text", "reasoning", "image", "file", "tool-call", "tool-addition", "tool-removal"})
+_BLOCK_TYPE_TAGS = {
+    kind: kind for kind in ("text", "reasoning", "image", "file", "tool-call", "tool-addition", "tool-removal")
+}
+_BLOCK_TAGS = frozenset(_BLOCK_TYPE_TAGS)
 
 
 def _block_tag(value: Any) -> str | None:
@@ -215,7 +219,13 @@ class OtherRecord(TypedDict):
     type: str
 
 
-_RECORD_TAGS = frozenset({"chunk", "text-chunks", "reasoning-chunks", "tool-call-chunks"})
+_RECORD_TYPE_TAGS = {
+    "chunk": "chunk",
+    "text-chunks": "run",
+    "reasoning-chunks": "run",
+    "tool-call-chunks": "tool-call-chunks",
+}
+_RECORD_TAGS = frozenset(_RECORD_TYPE_TAGS)
 
 
 def _record_tag(value: Any) -> str | None:
@@ -237,3 +247,13 @@ AssistantStreamRecord = Annotated[
     ),
 ]
 """One packed stream record (dsh's ``AssistantStreamRecord``); expanding the runs gives the exact timed chunks."""
+
+TYPE_TAGS: dict[Callable[[Any], str | None], dict[str, str]] = {
+    _block_tag: _BLOCK_TYPE_TAGS,
+    _record_tag: _RECORD_TYPE_TAGS,
+}
+"""For each callable discriminator above, the ``type`` values it sends to a checked shape, with that tag.
+
+The discriminators send every other value to the ``other`` shape (or refuse it). Knowing the table,
+:mod:`dshpy.core.validation` builds a union keyed on ``type`` itself, which pydantic-core resolves
+without a Python call per block or record, and falls back to these unions for anything else."""

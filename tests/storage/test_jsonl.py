@@ -279,6 +279,51 @@ def test_one_writer_per_session_in_this_process(store: JsonlStore) -> None:
     again.close()
 
 
+def test_a_live_writer_notices_its_log_deleted_replaced_or_written_by_someone_else(store: JsonlStore) -> None:
+    """The writer keeps its log open between batches; one fstat per batch still catches what reopening did."""
+
+    def live_with_a_flushed_turn(session_id: str) -> tuple[dshpy.Session, Path, bytes]:
+        session = store.create(session_id=session_id)
+        TurnScript(session).turn()
+        session.flush()
+        path = log_file(store, session_id)
+        return session, path, path.read_bytes()
+
+    deleted, path, _ = live_with_a_flushed_turn("deleted")
+    path.unlink()
+    TurnScript(deleted).turn("after the delete")
+    with pytest.raises(dshpy.SessionNotFound, match='"deleted" was deleted'):
+        deleted.flush()
+    assert not path.exists()  # nothing written to a file nobody can find
+    assert deleted.pending_count > 0  # the events stay pending
+    with pytest.raises(dshpy.SessionNotFound):
+        deleted.close()  # tries once more, then lets the lock go
+
+    replaced, path, before = live_with_a_flushed_turn("replaced")
+    swap = path.with_name("swap")
+    swap.write_bytes(before)
+    os.replace(swap, path)  # same bytes, same size, another file
+    TurnScript(replaced).turn("after the swap")
+    with pytest.raises(ConflictError, match="replaced on disk"):
+        replaced.flush()
+    assert path.read_bytes() == before
+    with pytest.raises(ConflictError):
+        replaced.close()
+
+    foreign, path, before = live_with_a_flushed_turn("foreign")
+    with open(path, "ab") as handle:
+        handle.write(b"x" * 3)
+    TurnScript(foreign).turn("after the foreign write")
+    with pytest.raises(ConflictError, match="changed on disk"):
+        foreign.flush()
+    assert path.read_bytes() == before + b"xxx"
+    with pytest.raises(ConflictError):
+        foreign.close()
+    reopened = store.open("foreign")  # the lock was let go
+    assert len(reopened) == len(foreign) - foreign.pending_count
+    reopened.close()
+
+
 def test_lock_is_held_by_another_process_until_it_closes_or_dies(root: Path) -> None:
     store = _zstd_store(root)  # the lock does not depend on the encoding
     finished_session(store, "x", turns=1)

@@ -593,53 +593,60 @@ class JsonlStore(BaseStore):
         head = compress_frame(line) if self._compressed else line
         return head + self._encode_batch(events) if events else head
 
-    def _append_batch(self, session_id: str, location: _Location, scan: _Scan, events: Sequence[SessionEvent]) -> _Scan:
+    def _append_batch(
+        self, session_id: str, location: _Location, scan: _Scan, events: Sequence[SessionEvent], fd: int
+    ) -> _Scan:
         """Repair a torn tail if there is one, then append ``events`` as one batch and fsync.
 
-        The caller holds the session's lock and has checked ``scan`` is the file's state.
-        On any failure the file is truncated back to where this batch began.
+        The caller holds the session's lock, has checked ``scan`` is the file's state, and
+        passes its ``O_APPEND`` descriptor of the log. One ``fstat`` checks the file is
+        still the log at ``location`` (not unlinked or renamed over: its link count) and
+        was not written by anyone else (its size). On any failure the file is truncated
+        back to where this batch began.
         """
         payload = self._encode_batch(events)
         if scan.recovered:
             payload = self._encode_batch(scan.events[scan.count - scan.recovered : scan.count]) + payload
+        current = os.fstat(fd)
+        if current.st_nlink == 0:
+            if not location.path.exists():
+                raise SessionNotFound(f'session "{session_id}" was deleted')
+            raise ConflictError(
+                f'session "{session_id}" was replaced on disk while its lock was held ({location.path} is '
+                "another file now); reopen it",
+                expected_seq=scan.count,
+            )
+        before = current.st_size
+        if before != scan.size:
+            raise ConflictError(
+                f'session "{session_id}" changed on disk while its lock was held (another program wrote '
+                f"{location.path}); reopen it",
+                expected_seq=scan.count,
+            )
+        if scan.truncate_to is not None:
+            os.ftruncate(fd, scan.truncate_to)
+            os.fsync(fd)
+            before = scan.truncate_to
+            log.warning(
+                'session "%s" recovered from a torn tail; %d incomplete tail bytes were discarded%s',
+                session_id,
+                scan.size - scan.truncate_to,
+                f" and {scan.recovered} recovered events re-framed" if scan.recovered else "",
+            )
         try:
-            fd = os.open(location.path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
-        except FileNotFoundError:
-            raise SessionNotFound(f'session "{session_id}" was deleted') from None
-        try:
-            before = os.fstat(fd).st_size
-            if before != scan.size:
-                raise ConflictError(
-                    f'session "{session_id}" changed on disk while its lock was held (another program wrote '
-                    f"{location.path}); reopen it",
-                    expected_seq=scan.count,
-                )
-            if scan.truncate_to is not None:
-                os.ftruncate(fd, scan.truncate_to)
-                os.fsync(fd)
-                before = scan.truncate_to
-                log.warning(
-                    'session "%s" recovered from a torn tail; %d incomplete tail bytes were discarded%s',
-                    session_id,
-                    scan.size - scan.truncate_to,
-                    f" and {scan.recovered} recovered events re-framed" if scan.recovered else "",
-                )
+            _write_all(fd, payload)
+            os.fsync(fd)
+        except BaseException as failure:
             try:
-                _write_all(fd, payload)
+                os.ftruncate(fd, before)
                 os.fsync(fd)
-            except BaseException as failure:
-                try:
-                    os.ftruncate(fd, before)
-                    os.fsync(fd)
-                except OSError as rollback:
-                    raise StoreError(
-                        f'session "{session_id}": append failed ({failure}) and rolling it back failed too '
-                        f"({rollback}); {location.path} may end in a torn batch, which the next open discards"
-                    ) from failure
-                raise
-            stat = os.fstat(fd)
-        finally:
-            os.close(fd)
+            except OSError as rollback:
+                raise StoreError(
+                    f'session "{session_id}": append failed ({failure}) and rolling it back failed too '
+                    f"({rollback}); {location.path} may end in a torn batch, which the next open discards"
+                ) from failure
+            raise
+        stat = os.fstat(fd)
         shared = scan.events
         if len(shared) != scan.count:
             shared = shared[: scan.count]
@@ -896,6 +903,8 @@ class _JsonlWriter:
         self._lock = lock
         self._scan = scan
         self._mutex = threading.Lock()
+        self._fd: int | None = None
+        """The log opened for appending, from the first batch until :meth:`close` (the lock is held all along)."""
 
     def write(self, session_id: str, expected_seq: int, events: Sequence[SessionEvent]) -> None:
         if session_id != self._session_id:
@@ -912,23 +921,36 @@ class _JsonlWriter:
                     expected_seq=expected_seq,
                     actual_seq=scan.count,
                 )
-            self._scan = self._store._append_batch(session_id, self._location, scan, events)
+            fd = self._fd
+            if fd is None:
+                try:
+                    fd = self._fd = os.open(self._location.path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+                except FileNotFoundError:
+                    raise SessionNotFound(f'session "{session_id}" was deleted') from None
+            self._scan = self._store._append_batch(session_id, self._location, scan, events, fd)
 
     def _current(self) -> _Scan:
         """The file's state: what this writer last wrote (scanned once, when it has not written yet).
 
-        Not re-checked here: the append itself opens the log by path and compares its
-        size with this scan, so a deleted or foreign-written log still fails the batch.
+        Not re-checked here: the append itself checks the open log's link count and size
+        against this scan, so a deleted, replaced or foreign-written log still fails the batch.
         """
         scan = self._scan
         return scan if scan is not None else self._store._scan(self._session_id, self._location)
 
     def close(self) -> None:
         with self._mutex:
+            self._close_fd()
             self._lock.release()
+
+    def _close_fd(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
 
     def __del__(self) -> None:  # a dropped, unclosed session must not keep its session locked
         with contextlib.suppress(Exception):  # interpreter shutdown may have torn down os already
+            self._close_fd()
             self._lock.release()
 
 

@@ -119,6 +119,7 @@ class ProjectionRunner:
         """Removes the subscription: :meth:`_on_commit` while the runner has checks, :meth:`_on_event` while it has
         change listeners, none otherwise."""
         self._check_types: frozenset[str] | None = frozenset()
+        self._check_calls: tuple[tuple[int, Callable[[Any, SessionEvent], None]], ...] = ()
         rows = cached or {}
         with self._lock:
             events = session.events
@@ -272,6 +273,9 @@ class ProjectionRunner:
         self._applies.append(definition.apply)
         self._routes = {}
         self._checks = tuple(i for i, d in enumerate(self._defs) if d.check is not None)
+        self._check_calls = tuple(
+            (position, check) for position, index in enumerate(self._checks) if (check := self._defs[index].check)
+        )
         types = [self._defs[index].types for index in self._checks]
         self._check_types = None if any(t is None for t in types) else frozenset().union(*types)  # type: ignore[arg-type]
 
@@ -428,9 +432,7 @@ class ProjectionRunner:
         seq, states = self._checked
         if event.seq > seq + 1:  # a batch trial, or a pair a reader left behind: fold up to the candidate, keep nothing
             states = self._fold_checks(window(session.events, seq + 1, event.seq), states)
-        for position, index in enumerate(self._checks):
-            check = self._defs[index].check
-            assert check is not None
+        for position, check in self._check_calls:
             check(states[position], event)
 
     def __repr__(self) -> str:

@@ -156,6 +156,9 @@ def _refusal(state: LifecycleState, event: SessionEvent) -> LifecycleError | Non
 
 def check_lifecycle(state: LifecycleState, event: SessionEvent) -> None:
     """The append guard: raise the refusal, if there is one."""
+    kind = event.type
+    if kind != "turn/start" and kind != SESSION_STATE_TYPE and state.state != "archived":  # noqa: PLR1714
+        return  # nothing else is ever refused (this runs before every append)
     refusal = _refusal(state, event)
     if refusal is not None:
         raise refusal

@@ -142,6 +142,9 @@ def freeze_json(value: Any) -> JsonValue:
     a ``FrozenDict`` built by hand is checked like any other mapping.
     Raises :class:`NotJsonError` naming the first offending location.
     """
+    kind = type(value)
+    if kind is _SealedDict or kind is _SealedList:  # the common case on the append path: no work at all
+        return value
     return _freeze(value, 0, set())
 
 

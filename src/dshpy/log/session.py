@@ -436,16 +436,19 @@ class Session:
                 f"session event seq {event.seq} is not contiguous; expected {seq}", event_type=event.type, seq=event.seq
             )
         kind = event.type
-        if kind not in KNOWN_EVENT_TYPES and not event.ignorable:
+        known = kind in KNOWN_EVENT_TYPES
+        if known:
+            validate_event_data(kind, event.data, seq)
+            if kind == "session/end-seed" and event.data.get("inherited") is True and not restoring:
+                raise EventError(
+                    "only a fork's starting log may carry session/end-seed {inherited: true}", event_type=kind, seq=seq
+                )
+        elif not event.ignorable:
             raise UnknownEventTypeError(
                 f'event type "{kind}" (seq {seq}) is unknown to this harness and not marked ignorable; '
                 "the log was likely written by a newer harness — upgrade dshpy to open it"
             )
-        elif (
-            kind not in KNOWN_EVENT_TYPES
-            and not restoring
-            and (event.surface_op is not None or event.source_event_seqs is not None)
-        ):
+        elif not restoring and (event.surface_op is not None or event.source_event_seqs is not None):
             # dsh readers skip an unknown ignorable record's metadata, but we never write a
             # plugin record that claims a place on the surface.
             raise SurfaceError(
@@ -453,12 +456,6 @@ class Session:
                 event_type=kind,
                 seq=seq,
             )
-        if kind in KNOWN_EVENT_TYPES:
-            validate_event_data(kind, event.data, seq)
-            if kind == "session/end-seed" and event.data.get("inherited") is True and not restoring:
-                raise EventError(
-                    "only a fork's starting log may carry session/end-seed {inherited: true}", event_type=kind, seq=seq
-                )
         plan = self._surface.plan(event, self._events)
         self._lifecycle.check(event, self._events, self._surface)
         if self._guards and not restoring:
@@ -469,7 +466,7 @@ class Session:
         if plan is not None:
             self._surface.commit(plan)
         self._lifecycle.apply(event)
-        if kind in KNOWN_EVENT_TYPES:
+        if known:
             if kind == "request/header":
                 self._request_header = event.data["header"]
             elif kind == "session/end-seed" and event.data.get("inherited") is True:

@@ -9,7 +9,7 @@ system prompt). Validation is split into :meth:`Surface.plan` (pure, raises) and
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from dshpy.core.events import SessionEvent, SurfaceReplace
 from dshpy.core.vocabulary import KNOWN_EVENT_TYPES, MESSAGE_PROJECTION_EVENT_TYPES, SURFACE_EVENT_TYPES
@@ -18,9 +18,12 @@ from dshpy.errors import SurfaceError
 __all__ = ["Surface", "SurfacePlan"]
 
 
-@dataclass(frozen=True, slots=True)
-class SurfacePlan:
-    """A validated change: append ``seq``, or replace ``nodes[start_index..end_index]`` by it."""
+class SurfacePlan(NamedTuple):
+    """A validated change: append ``seq``, or replace ``nodes[start_index..end_index]`` by it.
+
+    A named tuple rather than a frozen dataclass: one is built for every surface event
+    appended, and a tuple is built in C.
+    """
 
     seq: int
     start_index: int = -1
@@ -147,8 +150,8 @@ class Surface:
         unique = frozenset(sources)
         if len(unique) != len(sources):
             raise _error(event, "sourceEventSeqs must not contain duplicates")
-        late = next((seq for seq in sources if seq >= event.seq), None)
-        if late is not None:
+        if max(sources) >= event.seq:
+            late = next(seq for seq in sources if seq >= event.seq)
             raise _error(event, f"sourceEventSeqs must reference earlier events: {late} >= current seq {event.seq}")
         return unique
 

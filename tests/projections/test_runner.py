@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 from projection_support import fresh, new_session
 
-from dshpy import LifecycleError, ProjectionError, Session, SessionEvent
+from dshpy import EventError, LifecycleError, ProjectionError, Session, SessionEvent
+from dshpy.core.events import event_from_parts
 from dshpy.projections import (
     BUILTINS,
     LIFECYCLE,
@@ -389,3 +390,39 @@ def test_reading_from_another_thread_while_appending_stays_consistent() -> None:
     set_lifecycle(session, "completed")
     with pytest.raises(LifecycleError, match="cannot start a turn"):
         script.turn("after completion")
+
+
+def test_a_batch_trial_folds_each_candidate_once_for_the_checks() -> None:
+    """``append_events`` checks every candidate against the states after the batch's earlier ones: folded
+    incrementally, not from the batch's start each time (that was O(n²) for an import of a long log)."""
+    applied: list[int] = []
+
+    def counting(state: Count, event: SessionEvent) -> Count:
+        applied.append(event.seq)
+        return Count(events=state.events + 1)
+
+    def refuse_the_third_todo(state: Count, event: SessionEvent) -> None:
+        if event.type == "todo/write" and event.data["todos"] == [{"content": "3", "status": "pending"}]:
+            raise EventError(f"refused after {state.events} events", event_type=event.type, seq=event.seq)
+
+    checked = ProjectionDefinition(
+        key="checked", state_version=1, state_schema=Count, init=Count, apply=counting, check=refuse_the_third_todo
+    )
+    source = new_session()
+    TurnScript(source).turn()
+    batch = list(source.events)
+    session = new_session()
+    attach(session, ProjectionRegistry([checked]))
+    session.append_events(batch)
+    assert sorted(applied) == sorted([e.seq for e in batch[:-1]] + [e.seq for e in batch])  # trial, then commits
+    assert state_of(session, "checked") == Count(events=len(batch))
+
+    applied.clear()
+    todos = [
+        event_from_parts("todo/write", len(batch) + i, 0, {"todos": [{"content": str(i), "status": "pending"}]})
+        for i in range(5)
+    ]
+    with pytest.raises(EventError, match=f"refused after {len(batch) + 3} events"):
+        session.append_events(todos)  # the check saw the batch's first three candidates folded in
+    assert len(session) == len(batch)  # all or nothing
+    assert applied == [len(batch), len(batch) + 1, len(batch) + 2]

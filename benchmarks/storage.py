@@ -137,11 +137,12 @@ def main() -> None:
         default=os.environ.get("DSH_TEST_POSTGRES_DSN"),
         help="also measure PostgreSQL (default: $DSH_TEST_POSTGRES_DSN; skipped when neither is set)",
     )
+    parser.add_argument("--appends-only", action="store_true", help="only the durable-append table")
     args = parser.parse_args()
     append_count = 300 if args.quick else 2000
     large = 5_000 if args.quick else 100_000
     results: dict[str, Any] = {"appends": {}, "replay": {}, "fork": {}, "bytes_per_event": {}}
-    events = realistic_events(max(append_count, large))
+    events = realistic_events(append_count if args.appends_only else max(append_count, large))
 
     with tempfile.TemporaryDirectory(dir=os.environ.get("DSHPY_BENCH_DIR")) as tmp:
         root = Path(tmp)
@@ -163,6 +164,10 @@ def main() -> None:
                 results["appends"][f"{name}/batch{batch}"] = {"dshpy": ours, "raw": raw, "ratio": ours / raw}
                 print(f"{name:<12}{batch:>6}{ours:>10.0f}{raw:>10.0f}{ours / raw:>8.2f}")
 
+        if args.appends_only:
+            if args.json:
+                print(orjson.dumps(results, option=orjson.OPT_NON_STR_KEYS).decode())
+            return
         print(f"\nopen/replay, fork and size of a {large}-event session")
         print(f"{'backend':<12}{'replay ev/s':>12}{'fork 1k ms':>11}{'fork big ms':>12}{'fork +B 1k':>11}"
               f"{'fork +B big':>12}{'B/event':>9}")

@@ -139,6 +139,8 @@ class SqliteStore(BaseStore):
             self._db = sqlite3.connect(
                 self.path, timeout=busy_timeout_ms / 1000, isolation_level=None, check_same_thread=False
             )
+            self._cursor = self._db.cursor()
+            """The write paths' cursor (used under ``_lock`` only): no cursor object is built per statement."""
             self._db.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
             self._prepare_schema()
             mode = self._db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
@@ -147,8 +149,6 @@ class SqliteStore(BaseStore):
             self._db.execute("PRAGMA synchronous = FULL")
             self._db.execute("PRAGMA foreign_keys = ON")
             self._db.execute("PRAGMA trusted_schema = OFF")
-            self._cursor = self._db.cursor()
-            """The live write path's cursor (used under ``_lock`` only): no cursor object is built per statement."""
         except sqlite3.DatabaseError as error:
             raise CorruptSessionError(f"{self.path} is not a usable SQLite database: {error}") from None
 
@@ -198,16 +198,20 @@ class SqliteStore(BaseStore):
         """One ``BEGIN IMMEDIATE`` transaction: the write lock is taken before anything is read."""
         with self._lock:
             db = self._db
-            try:
-                db.execute("BEGIN IMMEDIATE")
-            except sqlite3.OperationalError as error:
-                raise StoreError(f"{self.path}: cannot start a write transaction: {error}") from None
+            self._begin()
             try:
                 yield db
                 db.execute("COMMIT")
             except BaseException:
                 self._rollback()
                 raise
+
+    def _begin(self) -> None:
+        """``BEGIN IMMEDIATE`` (the caller holds ``_lock``): a busy database is a StoreError naming the file."""
+        try:
+            self._cursor.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as error:
+            raise StoreError(f"{self.path}: cannot start a write transaction: {error}") from None
 
     def _rollback(self) -> None:
         """End a failed write transaction (unless SQLite already rolled it back), keeping the original error."""
@@ -312,10 +316,7 @@ class SqliteStore(BaseStore):
         rows = self._rows(session_id, events)
         with self._lock:
             cursor = self._cursor
-            try:
-                cursor.execute("BEGIN IMMEDIATE")
-            except sqlite3.OperationalError as error:
-                raise StoreError(f"{self.path}: cannot start a write transaction: {error}") from None
+            self._begin()
             try:
                 stored = self._next_seq(cursor, session_id)
                 if stored != expected_seq:

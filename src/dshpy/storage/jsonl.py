@@ -786,9 +786,10 @@ class JsonlStore(BaseStore):
     # -- projection cache ---------------------------------------------------------------
     #
     # One sidecar per session directory, dshpy.projcache.json: {"format", "version", "identity", "rows": {key:
-    # {stateVersion, seq, state}}}, replaced whole through a temporary file and a rename (never torn; not fsynced:
-    # after a crash it may be missing or empty, and an unreadable sidecar is no cache). It is written without the
-    # session lock: every row it can hold is valid for the log it names, so a lost update costs a re-fold only.
+    # {stateVersion, seq, state}}}, replaced whole: the old one unlinked, a temporary file renamed into its place
+    # (never torn; not fsynced: after a crash it may be missing or empty, and a missing or unreadable sidecar is no
+    # cache). It is written without the session lock: every row it can hold is valid for the log it names, so a
+    # lost update costs a re-fold only.
 
     @staticmethod
     def _read_sidecar(session_dir: Path) -> tuple[str, dict[str, ProjectionRow]] | None:
@@ -849,6 +850,11 @@ class JsonlStore(BaseStore):
                 os.close(fd)
             if self._resolve_dir(location.session_dir) is None:
                 return  # deleted meanwhile: leave no cache behind in its directory
+            # Unlink, then rename onto a free name: ext4 flushes a file renamed over an existing one
+            # (auto_da_alloc), ~0.3 ms right after a log fsync, for a cache that needs no durability.
+            # Meanwhile a reader finds no cache and folds the log, as after a crash.
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(final)
             os.replace(temporary, final)
         finally:
             with contextlib.suppress(FileNotFoundError):

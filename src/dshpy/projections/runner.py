@@ -387,8 +387,7 @@ class ProjectionRunner:
         else:
             checked, skip = (), frozenset()
         states = list(self._view[1])
-        log = session.events
-        run = [log[index] for index in range(seq + 1, end + 1)]
+        run = session.events[seq + 1 : end + 1]  # a view's slice copies only the slice
         for index, definition in enumerate(self._defs):
             if index not in skip:
                 states[index] = definition.fold(run, states[index])

@@ -183,6 +183,18 @@ def parse_stored_header(session_id: str, raw: str | bytes) -> SessionHeader:
     return header
 
 
+def parse_stored_event(session_id: str, seq: int, body: str | bytes) -> SessionEvent:
+    """The event a database row at ``seq`` holds (its stored storage-form JSON); damage or a row holding
+    another seq is corruption naming the row."""
+    try:
+        event = decode_event(orjson.loads(body), parsed=True)
+    except (orjson.JSONDecodeError, DshError) as error:
+        raise CorruptSessionError(f'session "{session_id}" event {seq} is damaged: {error}') from None
+    if event.seq != seq:
+        raise CorruptSessionError(f'session "{session_id}" row {seq} holds event seq {event.seq}')
+    return event
+
+
 def events_digest(events: Sequence[SessionEvent]) -> str:
     """SHA-256 over the canonical event bytes: each event's wire JSON plus ``\\n``."""
     digest = hashlib.sha256()

@@ -33,19 +33,18 @@ import orjson
 import psycopg
 import psycopg_pool
 
-from dshpy.core.events import SessionEvent, decode_event, encode_event
+from dshpy.core.events import SessionEvent, encode_event
 from dshpy.core.ids import check_session_id
 from dshpy.errors import (
     ConflictError,
     CorruptSessionError,
-    DshError,
     SessionExistsError,
     SessionNotFound,
     StoreError,
     StoreUnavailableError,
 )
 from dshpy.log.header import SessionHeader
-from dshpy.storage.base import BaseStore, SessionInfo, StoredRecord, parse_stored_header
+from dshpy.storage.base import BaseStore, SessionInfo, StoredRecord, parse_stored_event, parse_stored_header
 from dshpy.storage.follow import StopSignal, check_follow_args
 from dshpy.storage.postgres_connect import (
     PostgresOptions,
@@ -136,16 +135,6 @@ def _columns(events: Sequence[SessionEvent]) -> tuple[list[int], list[str], list
         [e.time for e in events],
         [encode_event(e, seq_ranges=False).decode() for e in events],
     )
-
-
-def _decode(session_id: str, seq: int, body: str) -> SessionEvent:
-    try:
-        event = decode_event(orjson.loads(body), parsed=True)
-    except (orjson.JSONDecodeError, DshError) as error:
-        raise CorruptSessionError(f'session "{session_id}" event {seq} is damaged: {error}') from None
-    if event.seq != seq:
-        raise CorruptSessionError(f'session "{session_id}" row {seq} holds event seq {event.seq}')
-    return event
 
 
 class PostgresStore(BaseStore):
@@ -319,7 +308,7 @@ class PostgresStore(BaseStore):
                     raise CorruptSessionError(
                         f'session "{session_id}" is missing event {expected} (next stored: {seq})'
                     )
-                yield _decode(session_id, seq, body)
+                yield parse_stored_event(session_id, seq, body)
                 expected += 1
             if len(rows) < _READ_CHUNK:
                 return
@@ -421,7 +410,7 @@ class PostgresStore(BaseStore):
         while from_seq < end:
             rows = self._rows("read events", self._sql.typed_events, (session_id, from_seq, end, wanted, chunk))
             for seq, body in rows:
-                event = _decode(session_id, seq, body)
+                event = parse_stored_event(session_id, seq, body)
                 if event.type not in types:
                     raise CorruptSessionError(f'session "{session_id}" row {seq} does not hold its indexed event')
                 yield event

@@ -30,19 +30,18 @@ from typing import Any
 
 import orjson
 
-from dshpy.core.events import SessionEvent, decode_event, encode_event
+from dshpy.core.events import SessionEvent, encode_event
 from dshpy.core.json import MAX_SAFE_INTEGER
 from dshpy.errors import (
     ConflictError,
     CorruptSessionError,
-    DshError,
     FormatVersionError,
     SessionExistsError,
     SessionNotFound,
     StoreError,
 )
 from dshpy.log.header import SessionHeader
-from dshpy.storage.base import BaseStore, SessionInfo, StoredRecord, parse_stored_header
+from dshpy.storage.base import BaseStore, SessionInfo, StoredRecord, parse_stored_event, parse_stored_header
 from dshpy.storage.projection_cache import ProjectionRow, group_projection_rows
 
 __all__ = ["APPLICATION_ID", "SCHEMA_MIGRATIONS", "SqliteStore"]
@@ -295,13 +294,7 @@ class SqliteStore(BaseStore):
                     raise CorruptSessionError(
                         f'session "{session_id}" is missing event {expected} (next stored: {seq})'
                     )
-                try:
-                    event = decode_event(orjson.loads(body), parsed=True)
-                except (orjson.JSONDecodeError, DshError) as error:
-                    raise CorruptSessionError(f'session "{session_id}" event {seq} is damaged: {error}') from None
-                if event.seq != seq:
-                    raise CorruptSessionError(f'session "{session_id}" row {seq} holds event seq {event.seq}')
-                yield event
+                yield parse_stored_event(session_id, seq, body)
                 expected += 1
             if len(rows) < _READ_CHUNK:
                 return
@@ -390,11 +383,8 @@ class SqliteStore(BaseStore):
                     (session_id, from_seq, MAX_SAFE_INTEGER if until is None else until, *types, chunk),
                 ).fetchall()
             for seq, body in rows:
-                try:
-                    event = decode_event(orjson.loads(body), parsed=True)
-                except (orjson.JSONDecodeError, DshError) as error:
-                    raise CorruptSessionError(f'session "{session_id}" event {seq} is damaged: {error}') from None
-                if event.seq != seq or event.type not in types:
+                event = parse_stored_event(session_id, seq, body)
+                if event.type not in types:
                     raise CorruptSessionError(f'session "{session_id}" row {seq} does not hold its indexed event')
                 yield event
             if len(rows) < chunk:

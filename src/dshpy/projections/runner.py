@@ -44,7 +44,7 @@ from __future__ import annotations
 import logging
 import threading
 import weakref
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple, TypedDict, overload
 
 from dshpy.core.events import SessionEvent
@@ -331,17 +331,9 @@ class ProjectionRunner:
             elif event.seq > expected:
                 self._catch_up(session)
 
-    def _fold_checks(self, events: Iterable[SessionEvent], states: tuple[Any, ...]) -> tuple[Any, ...]:
-        """The check projections' ``states`` after ``events`` (one pass, in log order)."""
-        folded = list(states)
-        checks = [(position, self._defs[index]) for position, index in enumerate(self._checks)]
-        for event in events:
-            kind = event.type
-            for position, definition in checks:
-                types = definition.types
-                if types is None or kind in types:
-                    folded[position] = definition.apply(folded[position], event)
-        return tuple(folded)
+    def _fold_checks(self, events: Sequence[SessionEvent], states: tuple[Any, ...]) -> tuple[Any, ...]:
+        """The check projections' ``states`` after ``events``."""
+        return tuple(self._defs[index].fold(events, states[position]) for position, index in enumerate(self._checks))
 
     def _on_commit(self, session: Session, event: SessionEvent) -> None:
         """Subscribed while there are checks and no change listeners: fold the check projections only.
@@ -364,7 +356,7 @@ class ProjectionRunner:
         seq, states = self._checked
         end = len(session) - 1
         if end > seq:
-            states = self._fold_checks(window(session.events, seq + 1, end + 1), states)
+            states = self._fold_checks(session.events[seq + 1 : end + 1], states)
             self._checked = (end, states)
             seq = end
         return seq, states
@@ -435,7 +427,8 @@ class ProjectionRunner:
             trial = self._trial
             if trial is not None and trial[0]() is session and seq <= trial[1] < event.seq:
                 seq, states = trial[1], trial[2]  # this trial's earlier candidates, folded at its last call
-            states = self._fold_checks(window(session.events, seq + 1, event.seq), states)
+            run = list(window(session.events, seq + 1, event.seq))  # a trial's log does not slice
+            states = self._fold_checks(run, states)
             self._trial = (weakref.ref(session), event.seq - 1, states)
         for position, check in self._check_calls:
             check(states[position], event)

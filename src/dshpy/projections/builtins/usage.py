@@ -80,12 +80,6 @@ def _add(counts: TokenCounts, sample: dict[str, int]) -> TokenCounts:
     return counts.evolve(**{name: current[name] + count for name, count in sample.items()})
 
 
-def token_counts(usage: Any) -> TokenCounts | None:
-    """A ``TokenUsage`` object as counts (bad or missing buckets count 0); ``None`` if it is not an object."""
-    sample = _sample(usage)
-    return None if sample is None else TokenCounts(**sample)
-
-
 class Route(ProjectionState):
     """The provider and model requests currently go to."""
 

@@ -475,11 +475,7 @@ class JsonlStore(BaseStore):
 
     def _read_header(self, session_id: str, location: _Location) -> SessionHeader:
         """Read only the header: the first line, or the first frame when compressed."""
-        try:
-            stat = os.stat(location.path)
-        except FileNotFoundError:
-            raise SessionNotFound(f'session "{session_id}" not found') from None
-        cached = self._cache.get(location.path, _revision(stat))
+        cached = self._cached_scan(session_id, location)
         if cached is not None:
             return cached.header
         content = b""
@@ -511,14 +507,18 @@ class JsonlStore(BaseStore):
             raise self._corruption(session_id, location, "first zstd frame is not exactly one header line")
         return plaintext[:-1]
 
-    def _scan(self, session_id: str, location: _Location | None = None, *, light: bool = False) -> _Scan:
-        """Read and scan a whole log (a full scan is cached by the file's revision)."""
-        location = location or self._locate(session_id)
+    def _cached_scan(self, session_id: str, location: _Location) -> _Scan | None:
+        """The cached scan of the log as it is on disk now (checked by its revision), if there is one."""
         try:
             stat = os.stat(location.path)
         except FileNotFoundError:
             raise SessionNotFound(f'session "{session_id}" not found') from None
-        cached = self._cache.get(location.path, _revision(stat))
+        return self._cache.get(location.path, _revision(stat))
+
+    def _scan(self, session_id: str, location: _Location | None = None, *, light: bool = False) -> _Scan:
+        """Read and scan a whole log (a full scan is cached by the file's revision)."""
+        location = location or self._locate(session_id)
+        cached = self._cached_scan(session_id, location)
         if cached is not None:
             return cached
         with open(location.path, "rb") as file:

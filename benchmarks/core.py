@@ -21,18 +21,18 @@ cyclic GC is off while timing: its pauses scale with the benchmark's own heap.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import gc
 import itertools
 import statistics
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import orjson
 
 import dshpy
 from dshpy.testing.builders import TurnScript, user_message
+from support import no_gc, whole_turns
 
 ROUNDS = 5
 BIG_ROUNDS = 2
@@ -47,17 +47,6 @@ def timed(action: Callable[[], Any]) -> float:
         return time.perf_counter() - start
 
 
-@contextlib.contextmanager
-def no_gc() -> Iterator[None]:
-    """Time with the cyclic GC off, as ``timeit`` does: its pauses scale with the benchmark's own heap."""
-    gc.collect()
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
-
-
 def best_times(variants: dict[str, Callable[[], object]], rounds: int) -> dict[str, float]:
     """Best time of each variant over ``rounds``; the variants take turns within each round."""
     runs: dict[str, list[float]] = {name: [] for name in variants}
@@ -65,12 +54,6 @@ def best_times(variants: dict[str, Callable[[], object]], rounds: int) -> dict[s
         for name, action in variants.items():
             runs[name].append(timed(action))
     return {name: min(seconds) for name, seconds in runs.items()}
-
-
-def whole_turns(events: Sequence[dshpy.SessionEvent], count: int) -> list[dshpy.SessionEvent]:
-    """The longest prefix of at most ``count`` events that ends with a turn/end."""
-    end = max(i for i, e in enumerate(events[:count]) if e.type == "turn/end")
-    return list(events[: end + 1])
 
 
 def fill(session: dshpy.Session, count: int) -> None:

@@ -33,15 +33,13 @@ while timing, as ``timeit`` does.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import gc
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -52,19 +50,10 @@ from dshpy.projections import BUILTINS, CachedState, ProjectionRegistry, Project
 from dshpy.storage.projection_cache import rows_of
 from dshpy.storage.sqlite import SqliteStore
 from dshpy.testing.builders import TurnScript
+from support import no_gc
 
 BLOCK = 50
 TAIL = 50
-
-
-@contextlib.contextmanager
-def no_gc() -> Iterator[None]:
-    gc.collect()
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
 
 
 def build_log(count: int) -> tuple[dshpy.SessionHeader, list[dshpy.SessionEvent]]:

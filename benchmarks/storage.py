@@ -29,6 +29,7 @@ import dshpy
 from dshpy.core.events import encode_event
 from dshpy.storage.urls import _BACKENDS
 from dshpy.testing.builders import TurnScript
+from support import whole_turns
 
 ROUNDS = 5
 
@@ -40,12 +41,6 @@ def realistic_events(count: int) -> list[dshpy.SessionEvent]:
     while len(session.events) < count:
         script.turn(steps=3, tools_per_step=2)
     return list(session.events)
-
-
-def whole_turns(events: list[dshpy.SessionEvent], count: int) -> list[dshpy.SessionEvent]:
-    """The longest prefix of at most ``count`` events that ends with a turn/end."""
-    end = max(i for i, e in enumerate(events[:count]) if e.type == "turn/end")
-    return events[: end + 1]
 
 
 def backends(root: Path) -> dict[str, str]:

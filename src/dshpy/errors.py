@@ -13,10 +13,13 @@ Callers catch the branch that matches what they can do about it::
     ├── ProjectionError           a projection was misregistered, unknown, or its cached state unusable
     └── StoreError                persistence failed or refused
         ├── ConflictError         another writer got there first (expected seq was stale)
+        │   └── SessionBusyError  the session is open for writing in another process (names the holder)
         ├── SessionNotFound       no session with that id
         ├── SessionExistsError    create() with an id that is already taken
         ├── InvalidSessionIdError the id is not a safe session id
         ├── StoreUnavailableError the store could not be reached or the connection broke mid-request
+        ├── StoreFullError        the disk (or the database's quota) is full; the failing batch left nothing
+        ├── ReadOnlyStoreError    the store can be read but not written (read-only filesystem or permissions)
         ├── CorruptSessionError   stored bytes are damaged before the recoverable tail
         └── FormatVersionError    stored data uses a format this build cannot read
             └── UnknownEventTypeError  a required (non-ignorable) event type we do not know
@@ -39,10 +42,13 @@ __all__ = [
     "LifecycleError",
     "ProjectionError",
     "ReadOnlySessionError",
+    "ReadOnlyStoreError",
     "SessionArchivedError",
+    "SessionBusyError",
     "SessionExistsError",
     "SessionNotFound",
     "StoreError",
+    "StoreFullError",
     "StoreUnavailableError",
     "SurfaceError",
     "UnknownEventTypeError",
@@ -151,6 +157,20 @@ class ConflictError(StoreError):
         self.actual_seq = actual_seq
 
 
+class SessionBusyError(ConflictError):
+    """The session is open for writing by another live handle (another process, or this one).
+
+    Only one writer may hold a session; readers (``inspect``, ``read``) never need to.
+    ``holder`` describes who holds it when the backend knows (``"pid 123 on host a"``);
+    the error is a :class:`ConflictError` so code that already retries or reports
+    conflicts handles it unchanged.
+    """
+
+    def __init__(self, message: str, *, holder: str | None = None) -> None:
+        super().__init__(message)
+        self.holder = holder
+
+
 class SessionNotFound(StoreError, KeyError):
     """No session with this id exists in the store."""
 
@@ -173,6 +193,19 @@ class StoreUnavailableError(StoreError):
     the commit). Retrying it is safe: an identical re-sent batch is recognized as already
     stored and succeeds without writing, and anything else gets :class:`ConflictError`.
     """
+
+
+class StoreFullError(StoreError):
+    """The disk or the database ran out of space while writing.
+
+    The failing batch was not committed (nothing partial is left behind), so the
+    session stays usable: free space and append again.
+    """
+
+
+class ReadOnlyStoreError(StoreError):
+    """The store refused a write because it is read-only (read-only filesystem, file
+    permissions, or a read-only database); reading it still works."""
 
 
 class CorruptSessionError(StoreError):

@@ -10,17 +10,23 @@ one starts or the model finishes. Blocks are numbered in order of appearance.
 
 ``finish`` is emitted only by :meth:`ChunkMapper.end`, after the usage chunk, which is
 where dsh puts it; a stream that ends without a ``finish_reason`` was cut off.
+
+Block texts are collected as lists of pieces and joined once, when the block ends: an
+answer of megabytes arrives in thousands of deltas, and growing one string per delta
+would copy the whole text each time (quadratic). A surrogate pair the server split
+between two chunks is rejoined before it reaches any delta (:mod:`~dshpy.llm.surrogates`).
 """
 
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from dshpy.llm import chunks as c
 from dshpy.llm.chunks import StreamChunk
 from dshpy.llm.failures import LlmError
+from dshpy.llm.surrogates import SurrogateJoiner
 from dshpy.llm.usage import token_usage
 
 __all__ = ["ChunkMapper"]
@@ -34,11 +40,20 @@ _FINISH_KINDS: dict[str, c.FinishKind] = {
 
 
 @dataclass(slots=True)
+class _TextBlock:
+    type: c.BlockType
+    pieces: list[str] = field(default_factory=list)
+    joiner: SurrogateJoiner = field(default_factory=SurrogateJoiner)
+
+
+@dataclass(slots=True)
 class _ToolBlock:
     index: int
     id: str
     name: str = ""
-    arguments: str = ""
+    pieces: list[str] = field(default_factory=list)
+    """The argument fragments (joined once, when the block ends)."""
+    joiner: SurrogateJoiner = field(default_factory=SurrogateJoiner)
     closed: bool = False
     dirty: bool = False
     """A fragment arrived after the block ended (interleaved calls): end it again at finish."""
@@ -53,8 +68,8 @@ class ChunkMapper:
         self._next = 0
         self._open: tuple[str, int] | None = None
         """(kind, block index) of the open text/reasoning block, or ("tool", openai index)."""
-        self._texts: dict[int, tuple[str, str]] = {}
-        """Text and reasoning blocks by index: (type, text so far)."""
+        self._texts: dict[int, _TextBlock] = {}
+        """Text and reasoning blocks by index."""
         self._tools: dict[int, _ToolBlock] = {}
         """Tool-call blocks by the provider's tool index."""
         self._finish: str | None = None
@@ -100,6 +115,7 @@ class ChunkMapper:
         self._close(out)
         for tool in self._tools.values():
             if tool.dirty:
+                self._release(out, tool)
                 out.append(c.block_end(tool.index, self._tool_block(tool)))
         if self._finish == "insufficient_system_resource":  # DeepSeek: the server gave up mid-answer
             raise LlmError({"message": "the server ran out of resources mid-answer", "code": "SERVER"})
@@ -128,10 +144,14 @@ class ChunkMapper:
         if kind == "tool":
             tool = self._tools[key]
             tool.closed = True
+            self._release(out, tool)
             out.append(c.block_end(tool.index, self._tool_block(tool)))
         else:
-            block_type, text = self._texts[key]
-            out.append(c.block_end(key, {"type": block_type, "text": text}))
+            block = self._texts[key]
+            rest = block.joiner.flush()
+            if rest:
+                self._emit_text(out, key, block, rest)
+            out.append(c.block_end(key, {"type": block.type, "text": "".join(block.pieces)}))
 
     def _text(self, out: list[StreamChunk], block_type: c.BlockType, text: str) -> None:
         if self._open is not None and self._open[0] == block_type:
@@ -139,9 +159,16 @@ class ChunkMapper:
         else:
             index = self._start(out, block_type)
             self._open = (block_type, index)
-            self._texts[index] = (block_type, "")
-        self._texts[index] = (block_type, self._texts[index][1] + text)
-        out.append(c.reasoning_delta(index, text) if block_type == "reasoning" else c.text_delta(index, text))
+            self._texts[index] = _TextBlock(block_type)
+        block = self._texts[index]
+        ready = block.joiner.feed(text)
+        if ready:
+            self._emit_text(out, index, block, ready)
+
+    @staticmethod
+    def _emit_text(out: list[StreamChunk], index: int, block: _TextBlock, text: str) -> None:
+        block.pieces.append(text)
+        out.append(c.reasoning_delta(index, text) if block.type == "reasoning" else c.text_delta(index, text))
 
     def _tool(self, out: list[StreamChunk], call: dict[str, Any]) -> None:
         position = call.get("index")
@@ -166,11 +193,23 @@ class ChunkMapper:
             self._open = ("tool", position)
         if name and name != tool.name:  # some servers repeat the full name in every fragment
             tool.name += name
-        tool.arguments += arguments
+        arguments = tool.joiner.feed(arguments)
+        if arguments:
+            tool.pieces.append(arguments)
         if not name and not arguments:
             return
         out.append(c.tool_call_delta(tool.index, tool.id, arguments, name if name else None))
 
     @staticmethod
+    def _release(out: list[StreamChunk], tool: _ToolBlock) -> None:
+        """Emit a high surrogate still held back for ``tool``: its arguments end here."""
+        rest = tool.joiner.flush()
+        if rest:
+            tool.pieces.append(rest)
+            out.append(c.tool_call_delta(tool.index, tool.id, rest))
+
+    @staticmethod
     def _tool_block(tool: _ToolBlock) -> dict[str, Any]:
-        return {"type": "tool-call", "id": tool.id, "name": tool.name, "arguments": tool.arguments}
+        arguments = "".join(tool.pieces)
+        tool.pieces = [arguments]  # a dirty block ends twice: join once per end
+        return {"type": "tool-call", "id": tool.id, "name": tool.name, "arguments": arguments}

@@ -34,7 +34,7 @@ _DELTA_TYPES = {run: delta for delta, run in _RUN_TYPES.items()}
 class AssistantStreamAccumulator:
     """Collects one attempt's chunks: packed records, content blocks, usage and finish.
 
-    :meth:`push` is O(1) per chunk. Nothing is written anywhere; the agent stores
+    :meth:`push` is O(1) per chunk (amortized; texts are joined once, when read). Nothing is written anywhere; the agent stores
     :attr:`records` once, in the event that settles the attempt.
     """
 
@@ -92,26 +92,28 @@ class AssistantStreamAccumulator:
         self._fold(chunk)
 
     def _fold(self, chunk: StreamChunk) -> None:
+        # Unfinished blocks keep their text as a list of pieces ("parts"), joined when read:
+        # appending each delta to one string would copy the whole text per chunk.
         kind = chunk.get("type")
         blocks = self._blocks
         if kind == "block-start":
             block_type = chunk["blockType"]
             if block_type == "tool-call":
-                blocks[chunk["index"]] = {"type": "tool-call", "id": "", "name": "", "arguments": "", "done": False}
+                blocks[chunk["index"]] = {"type": "tool-call", "id": "", "name": "", "parts": [], "done": False}
             else:
-                blocks[chunk["index"]] = {"type": block_type, "text": "", "done": False}
+                blocks[chunk["index"]] = {"type": block_type, "parts": [], "done": False}
         elif kind in _RUN_TYPES:
-            block = blocks.setdefault(chunk["index"], {"type": kind.removesuffix("-delta"), "text": "", "done": False})
-            block["text"] += chunk["text"]
+            block = blocks.setdefault(chunk["index"], {"type": kind.removesuffix("-delta"), "parts": [], "done": False})
+            block["parts"].append(chunk["text"])
         elif kind == "tool-call-delta":
             block = blocks.setdefault(
-                chunk["index"], {"type": "tool-call", "id": "", "name": "", "arguments": "", "done": False}
+                chunk["index"], {"type": "tool-call", "id": "", "name": "", "parts": [], "done": False}
             )
             if chunk.get("id"):
                 block["id"] = chunk["id"]
             if chunk.get("name"):
                 block["name"] = chunk["name"]
-            block["arguments"] += chunk.get("argumentsDelta", "")
+            block["parts"].append(chunk.get("argumentsDelta", ""))
         elif kind == "block-end":
             blocks[chunk["index"]] = {**chunk["block"], "done": True}
         elif kind == "usage":
@@ -153,8 +155,10 @@ class AssistantStreamAccumulator:
         """
         blocks = []
         for _, block in sorted(self._blocks.items()):
-            if block["type"] in ("text", "reasoning") and block.get("text"):
-                blocks.append({"type": block["type"], "text": block["text"]})
+            if block["type"] in ("text", "reasoning"):
+                text = block["text"] if block["done"] else "".join(block["parts"])
+                if text:
+                    blocks.append({"type": block["type"], "text": text})
         return blocks
 
 

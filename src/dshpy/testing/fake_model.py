@@ -198,6 +198,22 @@ class Reply:
             chunks.append({"usage": usage.to_json(), "choices": []})
         return cls(chunks=tuple(chunks), chunk_delay=chunk_delay)
 
+    @classmethod
+    def deltas(cls, *pieces: str, usage: Usage | None = Usage(), chunk_delay: float = 0.0) -> Reply:
+        """A text answer streamed in exactly these ``content`` deltas, one SSE chunk each.
+
+        A piece may end in the high half of a surrogate pair and the next begin with the
+        low half (``"a\\ud83d"``, ``"\\ude00b"``): the JSON of each chunk then holds a lone
+        ``\\ud83d`` escape, as a real server's can when it splits an emoji between chunks.
+        """
+        chunks: list[dict[str, Any]] = [{"delta": {"role": "assistant", "content": ""}}]
+        chunks.extend({"delta": {"content": piece}} for piece in pieces)
+        final: dict[str, Any] = {"delta": {}, "finish_reason": "stop"}
+        if usage is not None:
+            final["usage"] = usage.to_json()
+        chunks.append(final)
+        return cls(chunks=tuple(chunks), chunk_delay=chunk_delay)
+
     def cut(self, after: int) -> Reply:
         """This stream, broken off after ``after`` chunks: the connection closes with no ``[DONE]``."""
         return replace(self, stop_after=after, ending="cut")

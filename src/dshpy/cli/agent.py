@@ -6,6 +6,11 @@ store (``--store``); with it they reopen one (repairing a crashed turn) and cont
 its turn numbering. The system prompt of a continued session is kept unless
 ``--system`` gives a new one (which then replaces it in the log).
 
+The model settings come from the flags, then the profile (``--profile``, in
+``$DSHPY_HOME/config.toml``: ``model``, ``base_url``, ``*_timeout``), then the
+``DEEPSEEK_*`` environment, then the defaults; they are checked before the session
+is opened, so a malformed base URL is an error message, not a retried request.
+
 ``run`` answers one prompt: the answer streams to stdout, notes (tool calls, retries,
 the session id) go to stderr, ``--json`` prints one result object instead. Exit 0
 when the turn completed (or hit the token limit), 1 when it failed, 130 when it was
@@ -33,13 +38,15 @@ from dshpy.agent.loop import DEFAULT_MAX_STEPS
 from dshpy.agent.prologue import system_head
 from dshpy.core.ids import check_session_id
 from dshpy.errors import DshError
-from dshpy.llm.client import API_KEY_HINT, ChatClient, ModelConfig
+from dshpy.llm.client import API_KEY_HINT, ChatClient, ModelConfig, ModelConfigError
 from dshpy.log.session import Session
+from dshpy.sdk.profiles import ProfileError, load_profile
 from dshpy.storage.base import BaseStore
 
 from . import render
 from .app import AppState, CliError, common_options, describe_error, emit_json, pass_state
 from .live import LivePrinter
+from .model_options import model_timeout_options
 
 __all__ = ["chat", "run"]
 
@@ -58,9 +65,21 @@ class _Options:
     system: str | None
     max_steps: int
     max_tokens: int | None
+    profile: str = "default"
+    timeouts: tuple[float | None, float | None, float | None] = (None, None, None)
+    """The ``--connect-timeout``, ``--read-timeout`` and ``--total-timeout`` flags."""
 
     def config(self) -> ModelConfig:
-        config = ModelConfig.from_env(base_url=self.base_url, model=self.model)
+        connect, read, total = self.timeouts
+        try:
+            profile = load_profile(self.profile)
+            config = ModelConfig.from_env(
+                base_url=self.base_url or profile.base_url,
+                model=self.model or profile.model,
+                timeouts=profile.timeouts(connect=connect, read=read, total=total),
+            )
+        except (ProfileError, ModelConfigError) as error:
+            raise CliError(str(error)) from None
         if not config.api_key:
             raise CliError(f"no API key: {API_KEY_HINT}")
         return config
@@ -93,10 +112,16 @@ def _agent_options(func: Callable[..., Any]) -> Callable[..., Any]:
         ),
         click.option("--max-tokens", type=click.IntRange(min=1), help="Token limit of each answer."),
         click.option("--reasoning", is_flag=True, help="Show the model's reasoning (dimmed, on stderr)."),
+        click.option(
+            "--profile",
+            default="default",
+            show_default=True,
+            help="Profile in $DSHPY_HOME/config.toml for the model settings the flags leave unset.",
+        ),
     ]
     for option in reversed(options):
         func = option(func)
-    return func
+    return model_timeout_options(func)
 
 
 def _open_session(store: BaseStore, session_id: str | None) -> Session:
@@ -151,9 +176,14 @@ def run(
     max_steps: int,
     max_tokens: int | None,
     reasoning: bool,
+    profile: str,
+    connect_timeout: float | None,
+    read_timeout: float | None,
+    total_timeout: float | None,
 ) -> None:
     """Answer PROMPT in a session (streamed to stdout) and print the session id (on stderr)."""
-    options = _Options(model, base_url, system, max_steps, max_tokens)
+    timeouts = (connect_timeout, read_timeout, total_timeout)
+    options = _Options(model, base_url, system, max_steps, max_tokens, profile, timeouts)
     config = options.config()
     store = state.open_store(create=True)
     session = _open_session(store, session_id)
@@ -312,9 +342,14 @@ def chat(
     max_steps: int,
     max_tokens: int | None,
     reasoning: bool,
+    profile: str,
+    connect_timeout: float | None,
+    read_timeout: float | None,
+    total_timeout: float | None,
 ) -> None:
     """Chat with a model in a session: one prompt per line (/help lists the commands)."""
-    options = _Options(model, base_url, system, max_steps, max_tokens)
+    timeouts = (connect_timeout, read_timeout, total_timeout)
+    options = _Options(model, base_url, system, max_steps, max_tokens, profile, timeouts)
     config = options.config()
     store = state.open_store(create=True)
     session = _open_session(store, session_id)

@@ -8,6 +8,7 @@ import sys
 import click
 
 from .app import AppState, CliError, common_options, pass_state
+from .model_options import model_timeout_options
 
 __all__ = ["serve"]
 
@@ -24,6 +25,7 @@ __all__ = ["serve"]
 @click.option("--system", metavar="TEXT", help="System prompt for new turns (default: keep each session's).")
 @click.option("--max-steps", type=click.IntRange(min=1), default=25, show_default=True, help="Model calls per turn.")
 @click.option("--max-tokens", type=click.IntRange(min=1), help="Token limit of each answer.")
+@model_timeout_options
 @click.option(
     "--max-request-bytes", type=click.IntRange(min=1024), default=1 << 20, show_default=True, help="Frame size limit."
 )
@@ -42,10 +44,14 @@ def serve(
     system: str | None,
     max_steps: int,
     max_tokens: int | None,
+    connect_timeout: float | None,
+    read_timeout: float | None,
+    total_timeout: float | None,
     max_request_bytes: int,
     verbose: bool,
 ) -> None:
     """Serve sessions over JSON-RPC: dsh's SDK protocol plus dshpy's session.* methods."""
+    from dshpy.llm.config import ModelConfigError
     from dshpy.sdk.profiles import ProfileError
     from dshpy.server.http import InsecureBindError
     from dshpy.server.main import ServeOptions, run_server
@@ -61,6 +67,9 @@ def serve(
         max_tokens=max_tokens,
         system=system,
         max_steps=max_steps,
+        connect_timeout=connect_timeout,
+        read_timeout=read_timeout,
+        total_timeout=total_timeout,
         http=transport == "http",
         host=host,
         port=port,
@@ -69,7 +78,7 @@ def serve(
     )
     try:
         code = run_server(options)
-    except (ProfileError, InsecureBindError) as error:
+    except (ProfileError, InsecureBindError, ModelConfigError) as error:
         raise CliError(str(error)) from None
     except OSError as error:
         raise CliError(f"cannot serve: {error}") from None

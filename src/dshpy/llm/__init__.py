@@ -1,16 +1,26 @@
 """The model client (layer L5): OpenAI-compatible streaming chat, in dsh's stream vocabulary.
 
-* :mod:`~dshpy.llm.client` — :class:`ChatClient`, :class:`ModelConfig` (``DEEPSEEK_*`` environment);
+* :mod:`~dshpy.llm.client` — :class:`ChatClient`;
+* :mod:`~dshpy.llm.config` — :class:`ModelConfig` (``DEEPSEEK_*`` environment), :class:`ModelTimeouts`;
 * :mod:`~dshpy.llm.chunks` — dsh's ``StreamChunk`` vocabulary;
 * :mod:`~dshpy.llm.mapping` — chat-completions chunks → ``StreamChunk`` s;
 * :mod:`~dshpy.llm.stream` — packing chunks into ``AssistantStreamRecord`` runs (and back);
+* :mod:`~dshpy.llm.surrogates` — rejoining surrogate pairs split between chunks;
 * :mod:`~dshpy.llm.usage` — provider usage → ``TokenUsage`` buckets;
 * :mod:`~dshpy.llm.failures` — :class:`LlmError` and the ``LlmFailure`` codes;
 * :mod:`~dshpy.llm.retry` — :class:`RetryPolicy` (backoff honouring ``Retry-After``);
 * :mod:`~dshpy.llm.messages` — derived messages → chat-completions messages.
 """
 
-from dshpy.llm.client import DEFAULT_BASE_URL, DEFAULT_MODEL, ChatClient, MissingApiKeyError, ModelConfig
+from dshpy.llm.client import ChatClient
+from dshpy.llm.config import (
+    DEFAULT_BASE_URL,
+    DEFAULT_MODEL,
+    MissingApiKeyError,
+    ModelConfig,
+    ModelConfigError,
+    ModelTimeouts,
+)
 from dshpy.llm.failures import RETRYABLE_CODES, LlmError
 from dshpy.llm.messages import to_chat_messages
 from dshpy.llm.retry import RetryPolicy
@@ -26,6 +36,8 @@ __all__ = [
     "LlmError",
     "MissingApiKeyError",
     "ModelConfig",
+    "ModelConfigError",
+    "ModelTimeouts",
     "RetryPolicy",
     "expand_stream",
     "pack_stream",

@@ -14,100 +14,50 @@ llama.cpp server; only the base URL changes.
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import AsyncGenerator, Mapping, Sequence
-from dataclasses import dataclass, replace
 from typing import Any
-from urllib.parse import urlsplit
 
 import openai
 
 from dshpy.llm.chunks import StreamChunk
-from dshpy.llm.failures import LlmError, classify_exception
+from dshpy.llm.config import (
+    API_KEY_HINT,
+    DEFAULT_BASE_URL,
+    DEFAULT_MODEL,
+    MissingApiKeyError,
+    ModelConfig,
+    ModelConfigError,
+    ModelTimeouts,
+)
+from dshpy.llm.failures import LlmError, classify_exception, timeout_failure
 from dshpy.llm.mapping import ChunkMapper
 
 __all__ = [
+    "API_KEY_HINT",
     "DEFAULT_BASE_URL",
     "DEFAULT_MODEL",
     "ChatClient",
     "MissingApiKeyError",
     "ModelConfig",
+    "ModelConfigError",
+    "ModelTimeouts",
 ]
-
-DEFAULT_BASE_URL = "https://api.deepseek.com"
-DEFAULT_MODEL = "deepseek-chat"
-API_KEY_HINT = "set DEEPSEEK_API_KEY (e.g. export DEEPSEEK_API_KEY=sk-...; any non-empty value for a local server)"
-
-_CONTEXT_WINDOWS = {"deepseek-chat": 131_072, "deepseek-reasoner": 131_072}
-"""Known windows, logged in ``request/context`` (DeepSeek's own errors name 131072 tokens)."""
-
-
-class MissingApiKeyError(ValueError):
-    """No API key was configured; the message says how to set one."""
-
-
-def _provider_of(base_url: str) -> str:
-    host = (urlsplit(base_url).hostname or "").lower()
-    if host == "deepseek.com" or host.endswith(".deepseek.com"):
-        return "deepseek"
-    if host == "openai.com" or host.endswith(".openai.com"):
-        return "openai"
-    return "openai-compatible"
-
-
-@dataclass(frozen=True, slots=True)
-class ModelConfig:
-    """Where requests go and as whom: the route that ``request/header`` and ``request/context`` log."""
-
-    base_url: str = DEFAULT_BASE_URL
-    api_key: str | None = None
-    model: str = DEFAULT_MODEL
-    provider: str = "deepseek"
-    """The provider name logged in events (``deepseek``, ``openai``, ``openai-compatible``, …)."""
-    context_window: int | None = None
-
-    @classmethod
-    def from_env(
-        cls,
-        *,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        model: str | None = None,
-        provider: str | None = None,
-        context_window: int | None = None,
-        env: Mapping[str, str] | None = None,
-    ) -> ModelConfig:
-        """Explicit values, then ``DEEPSEEK_BASE_URL`` / ``DEEPSEEK_API_KEY`` / ``DEEPSEEK_MODEL``, then defaults."""
-        environ = os.environ if env is None else env
-        url = (base_url or environ.get("DEEPSEEK_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
-        chosen = model or environ.get("DEEPSEEK_MODEL") or DEFAULT_MODEL
-        return cls(
-            base_url=url,
-            api_key=api_key or environ.get("DEEPSEEK_API_KEY") or None,
-            model=chosen,
-            provider=provider or _provider_of(url),
-            context_window=context_window if context_window is not None else _CONTEXT_WINDOWS.get(chosen),
-        )
-
-    def with_model(self, model: str) -> ModelConfig:
-        return replace(self, model=model, context_window=_CONTEXT_WINDOWS.get(model))
 
 
 class ChatClient:
     """Streams chat completions; one instance per event loop (it owns an HTTP connection pool).
 
-    ``timeout`` bounds each wait for the server (the answer's headers, then each
-    chunk), ``connect_timeout`` the TCP/TLS connect. ``include_usage`` asks for the
-    usage chunk (``stream_options``), which the token accounting needs; turn it off
-    only for a server that refuses the option.
+    The time limits are the config's :class:`ModelTimeouts`: ``connect`` bounds the
+    TCP/TLS connect, ``read`` each wait for the server (the answer's headers, then
+    each chunk), ``total`` the whole request. ``include_usage`` asks for the usage
+    chunk (``stream_options``), which the token accounting needs; turn it off only
+    for a server that refuses the option.
     """
 
     def __init__(
         self,
         config: ModelConfig | None = None,
         *,
-        timeout: float = 600.0,
-        connect_timeout: float = 10.0,
         include_usage: bool = True,
         default_headers: Mapping[str, str] | None = None,
     ) -> None:
@@ -115,11 +65,15 @@ class ChatClient:
         if not self.config.api_key:
             raise MissingApiKeyError(f"no API key: {API_KEY_HINT}")
         self.include_usage = include_usage
+        timeouts = self.config.timeouts
+        # Sending the body and waiting for a pooled connection are waits for the server too.
+        read = timeouts.read
+        self._limits = {"connect": timeouts.connect, "read": read, "write": read, "pool": read}
         self._client = openai.AsyncOpenAI(
             api_key=self.config.api_key,
             base_url=self.config.base_url,
             max_retries=0,
-            timeout=openai.Timeout(timeout, connect=connect_timeout),
+            timeout=openai.Timeout(**self._limits),
             default_headers=dict(default_headers or {}),
         )
 
@@ -186,15 +140,28 @@ class ChatClient:
         raw["messages"] = params.pop("messages")
         if "tools" in params:
             raw["tools"] = params.pop("tools")
+        total = self.config.timeouts.total
+        deadline = None if total is None else asyncio.get_running_loop().time() + total
+        timer = asyncio.timeout_at(deadline)
         try:
-            response = await self._client.chat.completions.create(messages=[], extra_body=raw, **params)
+            async with timer:
+                response = await self._client.chat.completions.create(messages=[], extra_body=raw, **params)
         except asyncio.CancelledError:
             raise
         except Exception as error:
-            raise classify_exception(error, streaming=False) from error
+            raise self._failure(error, timer, streaming=False) from error
         mapper = ChunkMapper()
+        chunks = response.__aiter__()
         try:
-            async for chunk in response:
+            while True:
+                # The total limit is checked around each wait for the server, never across
+                # a ``yield``: the consumer's own time between chunks is not the server's.
+                timer = asyncio.timeout_at(deadline)
+                async with timer:
+                    try:
+                        chunk = await anext(chunks)
+                    except StopAsyncIteration:
+                        break
                 for out in mapper.feed(chunk.to_dict()):
                     yield out
             for out in mapper.end():
@@ -202,9 +169,15 @@ class ChatClient:
         except (LlmError, asyncio.CancelledError, GeneratorExit):
             raise
         except Exception as error:
-            raise classify_exception(error, streaming=True) from error
+            raise self._failure(error, timer, streaming=True) from error
         finally:
             await response.close()
+
+    def _failure(self, error: Exception, timer: asyncio.Timeout, *, streaming: bool) -> LlmError:
+        base_url = self.config.base_url
+        if timer.expired():
+            return timeout_failure("total", base_url, self.config.timeouts.total)
+        return classify_exception(error, streaming=streaming, base_url=base_url, limits=self._limits)
 
     async def close(self) -> None:
         """Close the connection pool."""

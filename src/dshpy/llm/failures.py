@@ -9,7 +9,7 @@ code                    retryable  when
 ======================  =========  ===============================================
 RATE_LIMITED            yes        429 (``Retry-After`` honoured)
 SERVER                  yes        5xx, or DeepSeek's ``insufficient_system_resource``
-TIMEOUT                 yes        no answer / no chunk within the timeout
+TIMEOUT                 yes        no connection / answer / chunk / whole answer in time
 STREAM_INTERRUPTED      yes        the stream broke off before it finished
 CONNECTION              yes        the server could not be reached
 CONTEXT_WINDOW_EXCEEDED no         the prompt is longer than the model's window
@@ -37,6 +37,7 @@ __all__ = [
     "classify_exception",
     "classify_status",
     "parse_retry_after",
+    "timeout_failure",
 ]
 
 RETRYABLE_CODES = frozenset({"RATE_LIMITED", "SERVER", "TIMEOUT", "STREAM_INTERRUPTED", "CONNECTION"})
@@ -176,8 +177,54 @@ def classify_status(
     )
 
 
-def classify_exception(error: BaseException, *, streaming: bool) -> LlmError:
-    """The failure for an exception raised by the client; ``streaming`` if the answer had begun."""
+_TIMEOUT_KINDS = {"ConnectTimeout": "connect", "ReadTimeout": "read", "WriteTimeout": "write", "PoolTimeout": "pool"}
+"""The HTTP library's timeout exceptions, by the limit that expired (``write`` and ``pool`` use the read limit)."""
+
+
+def _server(base_url: str | None) -> str:
+    return "the model server" if base_url is None else f"the model server at {base_url}"
+
+
+def _seconds(value: float) -> str:
+    return f"{value:g} s"
+
+
+def timeout_failure(kind: str, base_url: str | None = None, seconds: float | None = None) -> LlmError:
+    """A ``TIMEOUT`` failure naming the limit that expired (``connect``, ``read``, ``total``, …) and the server."""
+    limit = f"the {kind} timeout" + ("" if seconds is None else f" ({_seconds(seconds)})")
+    what = {
+        "connect": f"could not connect to {_server(base_url)} within {limit}",
+        "read": f"{_server(base_url)} sent nothing for longer than {limit}",
+        "total": f"{_server(base_url)} did not finish its answer within {limit}",
+    }.get(kind, f"{_server(base_url)} did not answer within {limit}")
+    return LlmError(_failure(what, "TIMEOUT"))
+
+
+def _interrupted(base_url: str | None, cause: object) -> LlmError:
+    message = f"the stream from {_server(base_url)} broke off before it finished: {cause}"
+    return LlmError(_failure(message, "STREAM_INTERRUPTED"))
+
+
+def _timeout_kind(error: BaseException) -> str | None:
+    for candidate in (error, error.__cause__, error.__context__):
+        if candidate is not None and type(candidate).__name__ in _TIMEOUT_KINDS:
+            return _TIMEOUT_KINDS[type(candidate).__name__]
+    return None
+
+
+def classify_exception(
+    error: BaseException,
+    *,
+    streaming: bool,
+    base_url: str | None = None,
+    limits: Mapping[str, float] | None = None,
+) -> LlmError:
+    """The failure for an exception raised by the client; ``streaming`` if the answer had begun.
+
+    ``base_url`` names the server in every connection and timeout message (a wrong
+    URL is the usual cause, and the message is all a user sees); ``limits`` gives the
+    seconds of each timeout kind, so a timeout message can say which limit expired.
+    """
     if isinstance(error, LlmError):
         return error
     if isinstance(error, openai.APIStatusError):
@@ -185,17 +232,18 @@ def classify_exception(error: BaseException, *, streaming: bool) -> LlmError:
         return classify_status(error.status_code, error.body, dict(response.headers), error.request_id)
     name = type(error).__name__
     if isinstance(error, openai.APITimeoutError) or "Timeout" in name or isinstance(error, TimeoutError):
-        return LlmError(_failure(f"the model server did not answer in time ({name})", "TIMEOUT"))
+        kind = _timeout_kind(error) or "read"
+        seconds = (limits or {}).get(kind)
+        return timeout_failure(kind, base_url, seconds)
     if isinstance(error, openai.APIConnectionError):
         cause = error.__cause__ or error
         if streaming:
-            return LlmError(_failure(f"the stream broke off before it finished: {cause}", "STREAM_INTERRUPTED"))
-        return LlmError(_failure(f"cannot reach the model server: {cause}", "CONNECTION"))
+            return _interrupted(base_url, cause)
+        return LlmError(_failure(f"cannot reach {_server(base_url)}: {cause}", "CONNECTION"))
     if isinstance(error, openai.APIError):  # e.g. an ``error`` event inside the stream
         return LlmError(_failure(f"model API error: {error.message}", "SERVER" if streaming else "UNKNOWN"))
     if streaming:  # transport errors of the HTTP library while reading the body
-        detail = str(error) or name
-        return LlmError(_failure(f"the stream broke off before it finished: {detail}", "STREAM_INTERRUPTED"))
+        return _interrupted(base_url, str(error) or name)
     if isinstance(error, OSError):
-        return LlmError(_failure(f"cannot reach the model server: {error}", "CONNECTION"))
+        return LlmError(_failure(f"cannot reach {_server(base_url)}: {error}", "CONNECTION"))
     return LlmError(_failure(f"{name}: {error}", "UNKNOWN"))

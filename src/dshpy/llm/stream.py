@@ -34,8 +34,9 @@ _DELTA_TYPES = {run: delta for delta, run in _RUN_TYPES.items()}
 class AssistantStreamAccumulator:
     """Collects one attempt's chunks: packed records, content blocks, usage and finish.
 
-    :meth:`push` is O(1) per chunk (amortized; texts are joined once, when read). Nothing is written anywhere; the agent stores
-    :attr:`records` once, in the event that settles the attempt.
+    :meth:`push` is O(1) per chunk (texts are kept as pieces and joined once, when
+    read). Nothing is written anywhere; the agent stores :attr:`records` once, in the
+    event that settles the attempt.
     """
 
     __slots__ = ("_blocks", "_finish", "_last_time", "_records", "_usage")

@@ -80,7 +80,13 @@ class Response:
 
 
 class HarnessClient:
-    """A synchronous client; thread-safe (requests may overlap, e.g. two sessions at once)."""
+    """A synchronous client; thread-safe (requests may overlap, e.g. two sessions at once).
+
+    ``timeout`` bounds each call to the server. ``connect_timeout``, ``read_timeout``
+    and ``total_timeout`` (seconds) are the server's limits for its model requests;
+    like ``model`` and ``base_url`` they override the profile and apply to the server
+    this client starts (a server at ``url`` keeps its own settings).
+    """
 
     def __init__(
         self,
@@ -95,6 +101,9 @@ class HarnessClient:
         env: Mapping[str, str] | None = None,
         command: Sequence[str] | None = None,
         timeout: float | None = None,
+        connect_timeout: float | None = None,
+        read_timeout: float | None = None,
+        total_timeout: float | None = None,
     ) -> None:
         self.profile = profile
         self.timeout = timeout
@@ -111,6 +120,13 @@ class HarnessClient:
                 args += ["--model", model]
             if base_url is not None:
                 args += ["--base-url", base_url]
+            for flag, seconds in (
+                ("--connect-timeout", connect_timeout),
+                ("--read-timeout", read_timeout),
+                ("--total-timeout", total_timeout),
+            ):
+                if seconds is not None:
+                    args += [flag, repr(float(seconds))]
             environ = dict(env or {})
             if api_key is not None:
                 environ["DEEPSEEK_API_KEY"] = api_key

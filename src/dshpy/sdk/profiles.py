@@ -8,20 +8,29 @@
     base_url = "https://api.deepseek.com"
     max_tokens = 4096
     system = "Be brief."
+    connect_timeout = 10                # seconds (defaults: dshpy.llm.config)
+    read_timeout = 120                  # the longest silence of the model server
+    total_timeout = 1800                # the whole answer (default: no limit)
 
 Every key is optional. ``sdk`` and ``default`` work without a file (all defaults:
 the default store, ``$DEEPSEEK_MODEL`` / ``$DEEPSEEK_BASE_URL`` or the built-in
-model); any other name must exist in the file.
+model); any other name must exist in the file. Values are checked on loading: a
+malformed ``base_url`` or a timeout that is not a positive number is a
+:class:`ProfileError` naming the key, not a model call that fails later.
 """
 
 from __future__ import annotations
 
+import math
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dshpy.storage.urls import dshpy_home
+
+if TYPE_CHECKING:
+    from dshpy.llm.config import ModelTimeouts
 
 __all__ = ["BUILTIN_PROFILES", "Profile", "ProfileError", "config_path", "load_profile"]
 
@@ -40,6 +49,20 @@ class Profile:
     base_url: str | None = None
     max_tokens: int | None = None
     system: str | None = None
+    connect_timeout: float | None = None
+    read_timeout: float | None = None
+    total_timeout: float | None = None
+
+    def timeouts(
+        self, *, connect: float | None = None, read: float | None = None, total: float | None = None
+    ) -> ModelTimeouts:
+        """The model time limits: each explicit value (a flag) wins over the profile's, which wins over the default."""
+        from dshpy.llm.config import ModelTimeouts  # not at import: ``import dshpy`` stays free of openai
+
+        own = ModelTimeouts().with_overrides(
+            connect=self.connect_timeout, read=self.read_timeout, total=self.total_timeout
+        )
+        return own.with_overrides(connect=connect, read=read, total=total)
 
 
 def config_path(home: Path | None = None) -> Path:
@@ -78,4 +101,18 @@ def load_profile(name: str = "sdk", home: Path | None = None) -> Profile:
         fields[key] = value
     if fields.get("max_tokens") is not None and fields["max_tokens"] < 1:
         raise ProfileError(f"{path}: profile {name!r}: max_tokens must be positive")
+    if fields.get("base_url") is not None:
+        from dshpy.llm.config import ModelConfigError, check_base_url
+
+        try:
+            check_base_url(fields["base_url"].rstrip("/"))
+        except ModelConfigError as error:
+            raise ProfileError(f"{path}: profile {name!r}: base_url: {error}") from None
+    for key in ("connect_timeout", "read_timeout", "total_timeout"):
+        value = table.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
+            raise ProfileError(f"{path}: profile {name!r}: {key} must be a positive number of seconds, not {value!r}")
+        fields[key] = float(value)
     return Profile(name, **fields)

@@ -29,6 +29,9 @@ class ServeOptions:
     max_tokens: int | None = None
     system: str | None = None
     max_steps: int = 25
+    connect_timeout: float | None = None
+    read_timeout: float | None = None
+    total_timeout: float | None = None
     http: bool = False
     host: str = "127.0.0.1"
     port: int = 8765
@@ -38,6 +41,7 @@ class ServeOptions:
 
 def run_server(options: ServeOptions, *, announce: bool = True) -> int:
     """Build the store and runtime from ``options`` and serve until shutdown/EOF. Returns an exit code."""
+    from dshpy.llm.config import ModelConfig
     from dshpy.sdk.profiles import load_profile
     from dshpy.storage.urls import default_store_url, dshpy_home, open_store
 
@@ -55,7 +59,13 @@ def run_server(options: ServeOptions, *, announce: bool = True) -> int:
         max_tokens=options.max_tokens or profile.max_tokens,
         system_prompt=options.system if options.system is not None else profile.system,
         max_steps=options.max_steps,
+        timeouts=profile.timeouts(
+            connect=options.connect_timeout, read=options.read_timeout, total=options.total_timeout
+        ),
     )
+    # Checked now (ModelConfigError), not at the first prompt: a malformed base URL is a
+    # configuration mistake, and the server would otherwise start and only fail later.
+    ModelConfig.from_env(base_url=settings.base_url, model=settings.model, timeouts=settings.timeouts)
     log = logging.getLogger("dshpy.server")
 
     async def serve() -> None:
@@ -102,11 +112,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         os.environ["DSHPY_HOME"] = os.path.join(os.environ["DSH_HOME"], "dshpy")
     for patch in args.patch:
         print(f"dshpy-runtime: note: ignoring dsh profile patch {patch} (dshpy has no cordis patches)", file=sys.stderr)
+    from dshpy.llm.config import ModelConfigError
     from dshpy.sdk.profiles import ProfileError
 
     try:
         code = run_server(ServeOptions(store_url=args.store, profile=args.profile))
-    except ProfileError as error:
+    except (ProfileError, ModelConfigError) as error:
         print(f"dshpy-runtime: {error}", file=sys.stderr)
         code = 2
     sys.exit(code)

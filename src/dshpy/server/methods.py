@@ -24,7 +24,7 @@ from dshpy.agent import Agent, TurnResult
 from dshpy.agent.prologue import system_head
 from dshpy.agent.records import user_message
 from dshpy.core.events import SessionEvent
-from dshpy.llm.client import ChatClient, MissingApiKeyError, ModelConfig
+from dshpy.llm.client import ChatClient, ModelConfig, ModelConfigError, ModelTimeouts
 from dshpy.log.session import Session
 from dshpy.storage.base import BaseStore
 
@@ -64,6 +64,7 @@ class ServerSettings:
     system_prompt: str | None = None
     max_steps: int = 25
     cwd: str = field(default_factory=os.getcwd)
+    timeouts: ModelTimeouts = field(default_factory=ModelTimeouts)
 
 
 @dataclass(slots=True)
@@ -186,10 +187,12 @@ class Runtime:
     def _model_client(self) -> ChatClient:
         if self._client is None:
             settings = self.settings
-            config = ModelConfig.from_env(base_url=settings.base_url, model=settings.model)
             try:
+                config = ModelConfig.from_env(
+                    base_url=settings.base_url, model=settings.model, timeouts=settings.timeouts
+                )
                 self._client = ChatClient(config)
-            except MissingApiKeyError as error:
+            except ModelConfigError as error:  # no API key, a malformed base URL: never worth retrying
                 raise RpcError(MODEL_NOT_CONFIGURED, str(error)) from None
         return self._client
 

@@ -20,6 +20,7 @@ OpenAI fields.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import socket
@@ -30,7 +31,7 @@ from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
 
-__all__ = ["FakeModelServer", "Reply", "ToolCall", "Usage"]
+__all__ = ["FakeModelServer", "Reply", "SilentPort", "ToolCall", "Usage"]
 
 UsagePosition = Literal["finish", "separate", "first", "none"]
 
@@ -499,3 +500,44 @@ class FakeModelServer:
     def release(self) -> None:
         """Let stalled replies finish (they close their connection without ``[DONE]``)."""
         self._state.release.set()
+
+
+class SilentPort:
+    """A loopback port where a TCP connect never completes: for connect-timeout tests.
+
+    The socket listens with the smallest backlog and never accepts; a few
+    connections fill its queue, after which the kernel drops further handshakes
+    (no refusal, no answer), as a firewalled or black-holed address does.
+    """
+
+    def __init__(self) -> None:
+        self._listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._listener.bind(("127.0.0.1", 0))
+        self._listener.listen(0)
+        self._port = int(self._listener.getsockname()[1])
+        self._fillers: list[socket.socket] = []
+        for _ in range(3):
+            filler = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            filler.setblocking(False)
+            with contextlib.suppress(BlockingIOError):  # the handshake completes in the background
+                filler.connect(("127.0.0.1", self.port))
+            self._fillers.append(filler)
+
+    @property
+    def port(self) -> int:
+        return self._port
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def close(self) -> None:
+        for filler in self._fillers:
+            filler.close()
+        self._listener.close()
+
+    def __enter__(self) -> SilentPort:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()

@@ -1,6 +1,14 @@
 """Agent loop overhead per step, against the bare HTTP round trip to the same model server.
 
 Run: .venv/bin/python benchmarks/agent.py [--steps N] [--json]
+     .venv/bin/python benchmarks/agent.py --large-answers [--sizes 1,4,20] [--chunk-bytes N] [--compare-src DIR]
+
+``--large-answers`` times one agent turn whose answer is 1, 4 and 20 MB, streamed by
+the same server in deltas of ``--chunk-bytes``: the streaming path alone (HTTP, SSE,
+chunk mapping, packing, the message event), which must grow linearly with the
+answer. ``--compare-src`` times another source tree (e.g. main's ``src``) in a
+subprocess of the same run and prints both and the ratio; a size it cannot finish
+within ``--limit`` seconds is shown as ``> limit``.
 
 The model is FakeModelServer answering instantly (a short streamed text with usage),
 so what is measured is everything around the model: building the request from the
@@ -26,7 +34,9 @@ import argparse
 import asyncio
 import http.client
 import json
+import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -101,11 +111,67 @@ async def agent_steps(server: FakeModelServer, url: str, count: int) -> tuple[fl
         store.close()
 
 
+MB = 1_000_000
+
+
+async def large_answer_turn(size: int, chunk_bytes: int) -> float:
+    """Seconds for one turn whose whole answer is ``size`` characters, streamed in ``chunk_bytes`` deltas."""
+    text = ("0123456789abcdef" * (size // 16 + 1))[:size]
+    with FakeModelServer([Reply.text(text, pieces=max(1, size // chunk_bytes))]) as server:
+        async with ChatClient(ModelConfig.from_env(base_url=server.base_url, api_key="bench", env={})) as client:
+            agent = Agent(dshpy.Session.new(), client)
+            started = time.perf_counter()
+            result = await agent.run("write a lot")
+            elapsed = time.perf_counter() - started
+    assert result.kind == "completed" and len(result.text) == size, result.reason
+    return elapsed
+
+
+def time_other_tree(src: str, size_mb: int, chunk_bytes: int, limit: float) -> float | None:
+    """Seconds for the same turn with ``src`` (another checkout's source) first on the path; None past ``limit``."""
+    script = [sys.executable, __file__, "--large-answers", "--sizes", str(size_mb), "--chunk-bytes", str(chunk_bytes)]
+    env = {**os.environ, "PYTHONPATH": src}
+    try:
+        done = subprocess.run([*script, "--json"], env=env, capture_output=True, text=True, timeout=limit, check=True)
+    except subprocess.TimeoutExpired:
+        return None
+    return float(json.loads(done.stdout)["seconds"][str(size_mb)])
+
+
+def large_answers(args: argparse.Namespace) -> int:
+    sizes = [int(size) for size in args.sizes.split(",")]
+    ours = {size: asyncio.run(large_answer_turn(size * MB, args.chunk_bytes)) for size in sizes}
+    if args.json:
+        print(json.dumps({"chunk_bytes": args.chunk_bytes, "seconds": {str(k): round(v, 3) for k, v in ours.items()}}))
+        return 0
+    print(f"one agent turn, its answer streamed in {args.chunk_bytes}-byte deltas (FakeModelServer, memory session)")
+    other: dict[int, float | None] = {}
+    if args.compare_src:
+        other = {size: time_other_tree(args.compare_src, size, args.chunk_bytes, args.limit) for size in sizes}
+        print(f"  {'answer':>8}  {'this tree':>10}  {args.compare_src:>20}  ratio")
+    for size in sizes:
+        line = f"  {size:>5} MB  {ours[size]:8.2f} s"
+        if args.compare_src:
+            before = other[size]
+            shown = f"> {args.limit:g} s" if before is None else f"{before:.2f} s"
+            ratio = f"> {args.limit / ours[size]:.0f}x" if before is None else f"{before / ours[size]:.1f}x"
+            line += f"  {shown:>20}  {ratio}"
+        print(line)
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=300, help="steps (requests) per measurement")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--large-answers", action="store_true", help="time turns with 1-20 MB answers instead")
+    parser.add_argument("--sizes", default="1,4,20", help="answer sizes in MB (--large-answers)")
+    parser.add_argument("--chunk-bytes", type=int, default=1000, help="bytes per streamed delta (--large-answers)")
+    parser.add_argument("--compare-src", metavar="DIR", help="also time this source tree, e.g. /work/main/src")
+    parser.add_argument("--limit", type=float, default=120.0, help="seconds allowed per size for --compare-src")
     args = parser.parse_args()
+    if args.large_answers:
+        return large_answers(args)
     count = args.steps
     results: dict[str, list[float]] = {"raw": [], "client": [], "memory": [], "sqlite": []}
     events_per_step = 0.0

@@ -79,3 +79,15 @@ def test_exceptions_during_the_stream_are_interruptions():
     assert classify_exception(ConnectionRefusedError("refused"), streaming=False).code == "CONNECTION"
     assert classify_exception(TimeoutError(), streaming=True).code == "TIMEOUT"
     assert classify_exception(ValueError("odd"), streaming=False).code == "UNKNOWN"
+
+
+def test_connection_and_timeout_failures_name_the_server_and_the_limit():
+    url = "http://127.0.0.1:9"
+    refused = classify_exception(ConnectionRefusedError("refused"), streaming=False, base_url=url)
+    assert refused.failure == {"message": f"cannot reach the model server at {url}: refused", "code": "CONNECTION"}
+    broken = classify_exception(ConnectionResetError("reset"), streaming=True, base_url=url)
+    assert broken.failure["message"] == f"the stream from the model server at {url} broke off before it finished: reset"
+    assert classify_exception(TimeoutError(), streaming=True, base_url=url).failure == {
+        "message": f"the model server at {url} did not answer in time",
+        "code": "TIMEOUT",
+    }

@@ -189,8 +189,10 @@ def _seconds(value: float) -> str:
     return f"{value:g} s"
 
 
-def timeout_failure(kind: str, base_url: str | None = None, seconds: float | None = None) -> LlmError:
+def timeout_failure(kind: str | None, base_url: str | None = None, seconds: float | None = None) -> LlmError:
     """A ``TIMEOUT`` failure naming the limit that expired (``connect``, ``read``, ``total``, …) and the server."""
+    if kind is None:
+        return LlmError(_failure(f"{_server(base_url)} did not answer in time", "TIMEOUT"))
     limit = f"the {kind} timeout" + ("" if seconds is None else f" ({_seconds(seconds)})")
     what = {
         "connect": f"could not connect to {_server(base_url)} within {limit}",
@@ -232,8 +234,8 @@ def classify_exception(
         return classify_status(error.status_code, error.body, dict(response.headers), error.request_id)
     name = type(error).__name__
     if isinstance(error, openai.APITimeoutError) or "Timeout" in name or isinstance(error, TimeoutError):
-        kind = _timeout_kind(error) or "read"
-        seconds = (limits or {}).get(kind)
+        kind = _timeout_kind(error)
+        seconds = None if kind is None else (limits or {}).get(kind)
         return timeout_failure(kind, base_url, seconds)
     if isinstance(error, openai.APIConnectionError):
         cause = error.__cause__ or error

@@ -154,8 +154,9 @@ class ChatClient:
         chunks = response.__aiter__()
         try:
             while True:
-                # The total limit is checked around each wait for the server, never across
-                # a ``yield``: the consumer's own time between chunks is not the server's.
+                # The total deadline is fixed, but it is armed only around each wait for the
+                # server, never across a ``yield``: a timeout must not fire inside the
+                # consumer's code (it would cancel whatever the consumer was awaiting).
                 timer = asyncio.timeout_at(deadline)
                 async with timer:
                     try:

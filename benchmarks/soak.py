@@ -121,6 +121,15 @@ def damage_targets(backend: str, files: dict[str, bytes]) -> list[str]:
     return [name for name in files if ".jsonl" in name and "torn" not in name]
 
 
+def locate(sizes: list[tuple[str, int]], position: int) -> tuple[str, int]:
+    """The file and offset of ``position`` in the files laid end to end."""
+    for name, size in sizes:
+        if position < size:
+            return name, position
+        position -= size
+    raise ValueError(f"position {position} is past the last file")
+
+
 def classify(url: str, truth: dict[str, list[dict[str, object]]]) -> str:
     store = None
     try:
@@ -171,12 +180,7 @@ def run_flips(backend: str, flips: int, seed: int, work: Path) -> Counter[str]:
             path = trial_dir / name
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(data)
-        offset = rng.randrange(total)
-        target = sizes[0][0]
-        for target, size in sizes:
-            if offset < size:
-                break
-            offset -= size
+        target, offset = locate(sizes, rng.randrange(total))
         path = trial_dir / target
         data = bytearray(path.read_bytes())
         data[offset] ^= rng.randrange(1, 256)

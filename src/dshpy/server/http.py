@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import resource
 import socket
 from collections.abc import Callable, Iterable
 
@@ -45,6 +46,32 @@ log = logging.getLogger("dshpy.server")
 MAX_HEAD_BYTES = 32 * 1024
 KEEP_ALIVE_SECONDS = 5
 GRACEFUL_SHUTDOWN_SECONDS = 3
+
+
+LISTEN_BACKLOG = 2048  # the kernel's queue: waiting there costs the server no descriptor
+
+
+def _accept_backlog(limits: ConnectionLimits) -> int:
+    """How many sockets asyncio accepts in one go (its ``backlog``) before any is refused or evicted."""
+    return max(16, min(128, limits.max_connections // 2))
+
+
+def _ensure_descriptors(limits: ConnectionLimits) -> None:
+    """Raise the soft descriptor limit if the cap, one accept burst and the store could not fit in it."""
+    needed = limits.max_connections + 4 * _accept_backlog(limits) + 128  # a few bursts overlap (measured)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < needed:
+        target = needed if hard == resource.RLIM_INFINITY else min(hard, needed)
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        if soft < needed:
+            log.warning(
+                "open-file limit %d is below the %d that %d connections need: lower --max-connections",
+                soft,
+                needed,
+                limits.max_connections,
+            )
 
 
 def _bind(host: str, port: int, backlog: int) -> socket.socket:
@@ -80,13 +107,16 @@ class HttpServer:
         self._server: uvicorn.Server | None = None
 
     async def start(self) -> None:
-        sock = _bind(self.host, self.port, backlog=min(2048, self.limits.max_connections * 4))
+        _ensure_descriptors(self.limits)
+        backlog = _accept_backlog(self.limits)
+        sock = _bind(self.host, self.port, backlog=backlog)
         self.port = int(sock.getsockname()[1])
         self.guard.bound(self.port)
         config = uvicorn.Config(
             self.app,
             http=limited_protocol(self.limits),
             lifespan="off",
+            backlog=backlog,
             log_config=None,
             access_log=False,
             server_header=False,
@@ -102,6 +132,7 @@ class HttpServer:
         except BaseException:
             sock.close()
             raise
+        sock.listen(LISTEN_BACKLOG)  # asyncio listened with the accept burst; the kernel may queue more
         self._server = server
         self._socket = sock
 

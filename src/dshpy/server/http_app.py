@@ -35,8 +35,8 @@ __all__ = ["AppOptions", "SsePeer", "build_app"]
 log = logging.getLogger("dshpy.server")
 SSE_QUEUE_LIMIT = 10_000
 SSE_PING_SECONDS = 15.0
-# Methods whose sessions an event stream starts carrying when the request names it (X-Dshpy-Stream).
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+# Methods whose sessions an event stream starts carrying when the request names it (X-Dshpy-Stream).
 FOLLOWING_METHODS = frozenset({"session.create", "session.send", "session.fork", "session/prompt", "session/resume"})
 
 

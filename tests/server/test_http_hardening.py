@@ -177,3 +177,20 @@ def test_a_connection_flood_is_capped_and_a_normal_client_is_still_served(tmp_pa
             assert _sessions(url) == []
             for stream in streams:
                 stream.close()
+
+
+def test_when_every_connection_is_busy_a_newcomer_is_refused_at_once(tmp_path: Path) -> None:
+    with http_server(tmp_path, None, "--max-connections", "3", "--max-streams", "3") as (url, process):
+        with httpx2.Client(timeout=10) as client:
+            streams = [client.send(client.build_request("GET", url + "/events"), stream=True) for _ in range(3)]
+            assert all(stream.status_code == 200 for stream in streams)
+            started = time.monotonic()
+            refused = httpx2.post(url + "/rpc", content=b"{}", headers={"Content-Type": "application/json"})
+            assert refused.status_code == 503 and "too many open connections" in refused.json()["error"]
+            assert time.monotonic() - started < 1.0
+            streams[0].close()
+            time.sleep(0.2)
+            assert _sessions(url) == []  # a slot freed: served again
+            for stream in streams[1:]:
+                stream.close()
+        assert process.poll() is None

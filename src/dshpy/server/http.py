@@ -107,6 +107,9 @@ class HttpServer:
         self._server: uvicorn.Server | None = None
 
     async def start(self) -> None:
+        uvicorn_log = logging.getLogger("uvicorn.error")
+        if uvicorn_log.level == logging.NOTSET:  # one warning per malformed request would let anyone flood stderr
+            uvicorn_log.setLevel(logging.INFO if log.isEnabledFor(logging.INFO) else logging.ERROR)
         _ensure_descriptors(self.limits)
         backlog = _accept_backlog(self.limits)
         sock = _bind(self.host, self.port, backlog=backlog)

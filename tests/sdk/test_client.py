@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 from server_support import http_server, server_env
@@ -125,3 +128,17 @@ def test_async_client_over_http(tmp_path: Path, model: FakeModelServer) -> None:
                 assert "401" in caught.value.message
 
         asyncio.run(main())
+
+
+def test_http_client_survives_its_idle_connection_being_dropped(tmp_path: Path) -> None:
+    """The server drops idle keep-alive connections first when its connection cap is reached; clients reconnect."""
+    with http_server(tmp_path, None, "--max-connections", "2") as (url, _process):
+        parts = urlsplit(url)
+        with dshpy.HarnessClient(url=url) as client:
+            assert client.list_sessions() == []  # leaves a pooled keep-alive connection
+            for _ in range(3):
+                flood = [socket.create_connection((parts.hostname, parts.port)) for _ in range(2)]
+                time.sleep(0.1)  # the server evicted the client's idle connection for these
+                for sock in flood:
+                    sock.close()
+                assert client.create_session().id in [s.id for s in client.list_sessions()]

@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx2
 
-from .transport import HttpEndpoint, Notification, SseReader, TransportClosedError, rpc_answer, rpc_body
+from .transport import HttpEndpoint, Notification, SseReader, TransportClosedError, rpc_answer, rpc_body, unanswered
 
 __all__ = ["AsyncHttpTransport"]
 
@@ -41,7 +41,12 @@ class AsyncHttpTransport:
         body = rpc_body(next(self._ids), method, params)
         headers = self.endpoint.rpc_headers(self.stream_id)
         try:
-            response = await self._client.post(self.endpoint.rpc_url, content=body, headers=headers)
+            try:
+                response = await self._client.post(self.endpoint.rpc_url, content=body, headers=headers)
+            except httpx2.RemoteProtocolError as error:
+                if not unanswered(error):
+                    raise
+                response = await self._client.post(self.endpoint.rpc_url, content=body, headers=headers)
         except httpx2.TransportError as error:
             where = f"{self.endpoint.host}:{self.endpoint.port}"
             raise TransportClosedError(f"cannot reach {where}: {error}") from None

@@ -34,6 +34,7 @@ __all__ = [
     "TransportClosedError",
     "rpc_answer",
     "rpc_body",
+    "unanswered",
 ]
 
 Notification = tuple[str, dict[str, Any]]
@@ -262,6 +263,11 @@ def rpc_body(request_id: int, method: str, params: Mapping[str, Any] | None) -> 
     return json.dumps(frame, separators=(",", ":")).encode()
 
 
+def unanswered(error: Exception) -> bool:
+    """A kept-alive connection the server had already closed: the request never reached it (safe to resend once)."""
+    return "without sending a response" in str(error)
+
+
 def rpc_answer(status: int, content: bytes) -> Any:
     """The result of an HTTP answer; :class:`HarnessError` for an error frame or a non-200 status."""
     if status != 200:
@@ -324,7 +330,12 @@ class HttpTransport(Transport):
         body = rpc_body(next(self._ids), method, params)
         headers = self.endpoint.rpc_headers(self.stream_id)
         try:
-            response = self._client.post(self.endpoint.rpc_url, content=body, headers=headers)
+            try:
+                response = self._client.post(self.endpoint.rpc_url, content=body, headers=headers)
+            except self._httpx.RemoteProtocolError as error:
+                if not unanswered(error):
+                    raise
+                response = self._client.post(self.endpoint.rpc_url, content=body, headers=headers)
         except self._httpx.TransportError as error:
             raise TransportClosedError(f"cannot reach {self.host}:{self.port}: {error}") from None
         except RuntimeError as error:  # the httpx client was closed under us

@@ -83,7 +83,12 @@ def serve(
     max_streams: int,
     verbose: bool,
 ) -> None:
-    """Serve sessions over JSON-RPC: dsh's SDK protocol plus dshpy's session.* methods."""
+    """Serve sessions over JSON-RPC: dsh's SDK protocol plus dshpy's session.* methods.
+
+    Over HTTP, one token is one trusted principal: whoever holds it may read any session and change the server's
+    model settings. Browser pages from other origins are refused, and shutdown is refused unless
+    --allow-http-shutdown.
+    """
     from dshpy.sdk.profiles import ProfileError
     from dshpy.server.http import InsecureBindError
     from dshpy.server.main import ServeOptions, run_server

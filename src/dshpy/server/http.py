@@ -46,8 +46,6 @@ log = logging.getLogger("dshpy.server")
 MAX_HEAD_BYTES = 32 * 1024
 KEEP_ALIVE_SECONDS = 5
 GRACEFUL_SHUTDOWN_SECONDS = 3
-
-
 LISTEN_BACKLOG = 2048  # the kernel's queue: waiting there costs the server no descriptor
 
 

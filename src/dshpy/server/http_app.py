@@ -38,6 +38,7 @@ SSE_PING_SECONDS = 15.0
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 # Methods whose sessions an event stream starts carrying when the request names it (X-Dshpy-Stream).
 FOLLOWING_METHODS = frozenset({"session.create", "session.send", "session.fork", "session/prompt", "session/resume"})
+CREATING_METHODS = frozenset({"session.create", "session.fork"})  # their result names a new session
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,8 +174,8 @@ def build_app(runtime: Runtime, guard: RequestGuard, options: AppOptions, stream
             # before dispatch: a turn's events start flowing while the request is still running
             followed = [sid for sid in _named_sessions(parsed) if peer.subscription.follow(sid)]
         frame = await runtime.handle_frame(body, peer)
-        if peer is not None and parsed is not None and parsed.method in FOLLOWING_METHODS:
-            _follow_result(peer, frame, followed)
+        if peer is not None and parsed is not None and (followed or parsed.method in CREATING_METHODS):
+            _follow_result(peer, frame, followed, created=parsed.method in CREATING_METHODS)
         return _frame_response(frame)
 
     async def events(request: Request) -> Response:
@@ -211,7 +212,7 @@ def _frame_response(frame: bytes | None) -> Response:
     return Response(frame, 200, media_type="application/json")
 
 
-def _follow_result(peer: SsePeer, frame: bytes | None, followed: list[str]) -> None:
+def _follow_result(peer: SsePeer, frame: bytes | None, followed: list[str], *, created: bool) -> None:
     """After dispatch: carry a session the call created (or forked); drop what a failed call named."""
     if frame is None:
         return
@@ -221,9 +222,9 @@ def _follow_result(peer: SsePeer, frame: bytes | None, followed: list[str]) -> N
         return
     result = answer.get("result") if isinstance(answer, dict) else None
     if isinstance(result, dict):
-        created = result.get("id")
-        if isinstance(created, str):
-            peer.subscription.follow(created)
+        new_id = result.get("id")
+        if created and isinstance(new_id, str):
+            peer.subscription.follow(new_id)
     elif followed:
         for session_id in followed:
             peer.subscription.sessions.discard(session_id)

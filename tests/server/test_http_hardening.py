@@ -76,6 +76,9 @@ def test_shutdown_over_http_is_refused_unless_allowed(tmp_path: Path) -> None:
         assert response.status_code == 200
         error = response.json()["error"]
         assert error["code"] == -32601 and "--allow-http-shutdown" in error["message"]
+        escaped = b'{"jsonrpc":"2.0","id":2,"method":"shut\\u0064own"}'  # the same method, spelled differently
+        response = httpx2.post(url + "/rpc", content=escaped, headers={"Content-Type": "application/json"})
+        assert response.json()["error"]["code"] == -32601
         time.sleep(0.3)
         assert process.poll() is None and _sessions(url) == []
     with http_server(tmp_path, None, "--allow-http-shutdown") as (url, process):

@@ -164,7 +164,8 @@ def build_app(runtime: Runtime, guard: RequestGuard, options: AppOptions, stream
             return _error(400, "the client went away")
         peer = streams.get(headers.get("x-dshpy-stream", ""))
         parsed: RpcRequest | None = None
-        if peer is not None or (not options.allow_shutdown and b"shutdown" in body):
+        might_shut_down = b"shutdown" in body or b"\\u" in body  # an escaped method name hides from the first
+        if peer is not None or (not options.allow_shutdown and might_shut_down):
             with contextlib.suppress(FrameError):
                 parsed = parse_frame(body)
         if parsed is not None and parsed.method == "shutdown" and not options.allow_shutdown:

@@ -134,7 +134,7 @@ def test_slowloris_is_closed_after_the_head_timeout_even_before_authentication(t
             sock.close()
         assert len(closed_after) == len(socks), f"{len(socks) - len(closed_after)} slowloris sockets still open"
         assert min(closed_after.values()) > 1.5 and max(closed_after.values()) < 4.5, closed_after
-        assert max(served) < 1.0, served
+        assert max(served) < 2.0, served
 
         # a complete head, then a body trickled byte by byte: closed after the body timeout
         body_head = b"POST /rpc HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer tok\r\n"

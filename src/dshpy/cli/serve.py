@@ -27,6 +27,38 @@ __all__ = ["serve"]
 @click.option(
     "--max-request-bytes", type=click.IntRange(min=1024), default=1 << 20, show_default=True, help="Frame size limit."
 )
+@click.option(
+    "--allowed-origin",
+    "allowed_origins",
+    multiple=True,
+    metavar="ORIGIN",
+    help="HTTP: a browser origin (scheme://host[:port]) allowed besides the server's own; repeatable.",
+)
+@click.option("--allow-http-shutdown", is_flag=True, help="HTTP: accept the shutdown method (refused by default).")
+@click.option(
+    "--head-timeout",
+    type=click.FloatRange(min=0.1),
+    default=10.0,
+    show_default=True,
+    help="HTTP: seconds a client has to send a request's line and headers.",
+)
+@click.option(
+    "--body-timeout",
+    type=click.FloatRange(min=0.1),
+    default=30.0,
+    show_default=True,
+    help="HTTP: seconds a client has to send a request's body.",
+)
+@click.option(
+    "--max-connections",
+    type=click.IntRange(min=1),
+    default=256,
+    show_default=True,
+    help="HTTP: open connections at most (idle ones are dropped first).",
+)
+@click.option(
+    "--max-streams", type=click.IntRange(min=1), default=64, show_default=True, help="HTTP: /events streams at most."
+)
 @click.option("-v", "--verbose", is_flag=True, help="Log requests and turns on stderr.")
 @common_options
 @pass_state
@@ -43,9 +75,20 @@ def serve(
     max_steps: int,
     max_tokens: int | None,
     max_request_bytes: int,
+    allowed_origins: tuple[str, ...],
+    allow_http_shutdown: bool,
+    head_timeout: float,
+    body_timeout: float,
+    max_connections: int,
+    max_streams: int,
     verbose: bool,
 ) -> None:
-    """Serve sessions over JSON-RPC: dsh's SDK protocol plus dshpy's session.* methods."""
+    """Serve sessions over JSON-RPC: dsh's SDK protocol plus dshpy's session.* methods.
+
+    Over HTTP, one token is one trusted principal: whoever holds it may read any session and change the server's
+    model settings. Browser pages from other origins are refused, and shutdown is refused unless
+    --allow-http-shutdown.
+    """
     from dshpy.sdk.profiles import ProfileError
     from dshpy.server.http import InsecureBindError
     from dshpy.server.main import ServeOptions, run_server
@@ -66,10 +109,16 @@ def serve(
         port=port,
         token=token or None,
         max_request_bytes=max_request_bytes,
+        allowed_origins=allowed_origins,
+        allow_http_shutdown=allow_http_shutdown,
+        head_timeout=head_timeout,
+        body_timeout=body_timeout,
+        max_connections=max_connections,
+        max_streams=max_streams,
     )
     try:
         code = run_server(options)
-    except (ProfileError, InsecureBindError) as error:
+    except (ProfileError, InsecureBindError, ValueError) as error:
         raise CliError(str(error)) from None
     except OSError as error:
         raise CliError(f"cannot serve: {error}") from None

@@ -34,6 +34,12 @@ class ServeOptions:
     port: int = 8765
     token: str | None = None
     max_request_bytes: int = 1 << 20
+    allowed_origins: tuple[str, ...] = ()
+    allow_http_shutdown: bool = False
+    head_timeout: float = 10.0
+    body_timeout: float = 30.0
+    max_connections: int = 256
+    max_streams: int = 64
 
 
 def run_server(options: ServeOptions, *, announce: bool = True) -> int:
@@ -41,7 +47,7 @@ def run_server(options: ServeOptions, *, announce: bool = True) -> int:
     from dshpy.sdk.profiles import load_profile
     from dshpy.storage.urls import default_store_url, dshpy_home, open_store
 
-    from .http import HttpServer
+    from .http import ConnectionLimits, HttpServer
     from .methods import Runtime, ServerSettings
     from .stdio import serve_stdio
 
@@ -69,6 +75,14 @@ def run_server(options: ServeOptions, *, announce: bool = True) -> int:
                     port=options.port,
                     token=options.token,
                     max_request_bytes=options.max_request_bytes,
+                    allowed_origins=options.allowed_origins,
+                    allow_shutdown=options.allow_http_shutdown,
+                    limits=ConnectionLimits(
+                        head_timeout=options.head_timeout,
+                        body_timeout=options.body_timeout,
+                        max_connections=options.max_connections,
+                    ),
+                    max_streams=options.max_streams,
                 )
 
                 def ready(started: HttpServer) -> None:

@@ -15,6 +15,8 @@ Error codes (``error.code``; ``error.data`` says more where noted):
 -32004     corrupt or unsupported stored session
 -32005     other store error
 -32006     model not configured (no API key)
+-32007     a server limit is reached (too many queued prompts or bytes, every live session
+           busy); retry later. ``data: {"limit": name, "max": value, "sessionId"?}``
 -32000     any other dshpy error
 =========  ===========================================================================
 """
@@ -27,6 +29,7 @@ from typing import Any
 import orjson
 
 from dshpy.core.ids import check_session_id
+from dshpy.core.json import MAX_SAFE_INTEGER
 from dshpy.errors import (
     ConflictError,
     CorruptSessionError,
@@ -49,6 +52,7 @@ __all__ = [
     "INTERNAL_ERROR",
     "INVALID_PARAMS",
     "INVALID_REQUEST",
+    "LIMIT_EXCEEDED",
     "METHOD_NOT_FOUND",
     "MODEL_NOT_CONFIGURED",
     "PARSE_ERROR",
@@ -77,6 +81,7 @@ FORK_ERROR = -32003
 CORRUPT = -32004
 STORE_ERROR = -32005
 MODEL_NOT_CONFIGURED = -32006
+LIMIT_EXCEEDED = -32007
 
 DEFAULT_MAX_REQUEST_BYTES = 1 << 20
 MAX_ID_LENGTH = 256
@@ -212,16 +217,18 @@ class Params:
         return value
 
     def integer(
-        self, name: str, *, required: bool = False, minimum: int | None = None, maximum: int | None = None
+        self, name: str, *, required: bool = False, minimum: int | None = 0, maximum: int = MAX_SAFE_INTEGER
     ) -> Any:
+        """An integer param, by default a non-negative safe integer (JSON peers lose precision past 2**53)."""
         value = self._get(name, required)
         if value is None:
             return None
         if isinstance(value, bool) or not isinstance(value, int):
             raise invalid(name, "must be an integer")
-        if minimum is not None and value < minimum:
-            raise invalid(name, f"must be at least {minimum}")
-        if maximum is not None and value > maximum:
+        low = -MAX_SAFE_INTEGER if minimum is None else minimum
+        if value < low:
+            raise invalid(name, f"must be at least {low}")
+        if value > maximum:
             raise invalid(name, f"must be at most {maximum}")
         return value
 

@@ -16,6 +16,7 @@ import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 __all__ = ["ServeOptions", "main", "run_server"]
 
@@ -36,10 +37,26 @@ class ServeOptions:
     max_request_bytes: int = 1 << 20
 
 
+def _make_home(url: str) -> None:
+    """Create ``$DSHPY_HOME`` (0700, as the stores make their directories) when the store lives in it.
+
+    The home holds the sessions and the config; created world-readable, it would expose
+    what the stores write below it, and a store creates missing parents with the default mode.
+    """
+    from dshpy.storage.urls import dshpy_home, parse_store_url
+
+    parsed = parse_store_url(url)
+    if parsed.scheme not in ("sqlite", "jsonl"):
+        return
+    home = dshpy_home().absolute()
+    if Path(os.path.abspath(parsed.location)).is_relative_to(home):
+        home.mkdir(mode=0o700, parents=True, exist_ok=True)  # the mode applies to the home itself
+
+
 def run_server(options: ServeOptions, *, announce: bool = True) -> int:
     """Build the store and runtime from ``options`` and serve until shutdown/EOF. Returns an exit code."""
     from dshpy.sdk.profiles import load_profile
-    from dshpy.storage.urls import default_store_url, dshpy_home, open_store
+    from dshpy.storage.urls import default_store_url, open_store
 
     from .http import HttpServer
     from .methods import Runtime, ServerSettings
@@ -47,8 +64,7 @@ def run_server(options: ServeOptions, *, announce: bool = True) -> int:
 
     profile = load_profile(options.profile)
     url = options.store_url or profile.store or default_store_url()
-    if url.startswith("sqlite:///"):
-        dshpy_home().mkdir(parents=True, exist_ok=True)
+    _make_home(url)
     settings = ServerSettings(
         model=options.model or profile.model,
         base_url=options.base_url or profile.base_url,

@@ -25,6 +25,34 @@ __all__ = ["serve"]
 @click.option("--max-steps", type=click.IntRange(min=1), default=25, show_default=True, help="Model calls per turn.")
 @click.option("--max-tokens", type=click.IntRange(min=1), help="Token limit of each answer.")
 @click.option(
+    "--max-live-sessions",
+    type=click.IntRange(min=1),
+    default=64,
+    show_default=True,
+    help="Sessions held open at once; the least recently used idle one is closed (it reopens on demand).",
+)
+@click.option(
+    "--idle-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=600.0,
+    show_default=True,
+    help="Seconds after which an idle session is closed.",
+)
+@click.option(
+    "--max-queued-prompts",
+    type=click.IntRange(min=1),
+    default=16,
+    show_default=True,
+    help="Prompts waiting behind a session's running turn; more are refused (JSON-RPC error -32007).",
+)
+@click.option(
+    "--max-queued-bytes",
+    type=click.IntRange(min=1),
+    default=16 << 20,
+    show_default=True,
+    help="Bytes of prompt text waiting in all sessions together; more are refused (-32007).",
+)
+@click.option(
     "--max-request-bytes", type=click.IntRange(min=1024), default=1 << 20, show_default=True, help="Frame size limit."
 )
 @click.option("-v", "--verbose", is_flag=True, help="Log requests and turns on stderr.")
@@ -42,12 +70,17 @@ def serve(
     system: str | None,
     max_steps: int,
     max_tokens: int | None,
+    max_live_sessions: int,
+    idle_timeout: float,
+    max_queued_prompts: int,
+    max_queued_bytes: int,
     max_request_bytes: int,
     verbose: bool,
 ) -> None:
     """Serve sessions over JSON-RPC: dsh's SDK protocol plus dshpy's session.* methods."""
     from dshpy.sdk.profiles import ProfileError
     from dshpy.server.http import InsecureBindError
+    from dshpy.server.limits import ServerLimits
     from dshpy.server.main import ServeOptions, run_server
 
     logging.basicConfig(
@@ -61,6 +94,12 @@ def serve(
         max_tokens=max_tokens,
         system=system,
         max_steps=max_steps,
+        limits=ServerLimits(
+            max_live_sessions=max_live_sessions,
+            idle_seconds=idle_timeout,
+            max_queued_prompts=max_queued_prompts,
+            max_queued_bytes=max_queued_bytes,
+        ),
         http=transport == "http",
         host=host,
         port=port,

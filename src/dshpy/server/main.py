@@ -15,8 +15,10 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+
+from .limits import ServerLimits
 
 __all__ = ["ServeOptions", "main", "run_server"]
 
@@ -30,6 +32,7 @@ class ServeOptions:
     max_tokens: int | None = None
     system: str | None = None
     max_steps: int = 25
+    limits: ServerLimits = field(default_factory=ServerLimits)
     http: bool = False
     host: str = "127.0.0.1"
     port: int = 8765
@@ -76,7 +79,7 @@ def run_server(options: ServeOptions, *, announce: bool = True) -> int:
 
     async def serve() -> None:
         store = open_store(url)
-        runtime = Runtime(store, settings)
+        runtime = Runtime(store, settings, limits=options.limits)
         try:
             if options.http:
                 server = HttpServer(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from pathlib import Path
@@ -59,7 +60,7 @@ def test_a_turn_in_flight_is_never_closed_and_a_closed_session_continues(tmp_pat
         stdio_server(tmp_path, model.base_url, "--max-live-sessions", "2") as server,
     ):
         sent = {"jsonrpc": "2.0", "id": "turn", "method": "session.send", "params": {"sessionId": "busy", "text": "go"}}
-        server.write(__import__("json").dumps(sent).encode() + b"\n")
+        server.write(json.dumps(sent).encode() + b"\n")
         model.wait_for_requests(1)
         for number in range(6):  # churn through the one free slot while the turn runs
             assert server.call(number, "session.create", {"sessionId": f"idle-{number}"})["result"]
@@ -92,3 +93,18 @@ def test_idle_sessions_are_closed_after_the_idle_timeout(tmp_path: Path) -> None
                 time.sleep(0.1)
         store.close()
         assert server.call(2, "session/resume", {"sessionId": "lonely"})["result"] == {}
+
+
+def test_a_session_holding_an_injected_notice_is_kept_until_its_next_turn(tmp_path: Path) -> None:
+    with (
+        FakeModelServer(default=Reply.text("pong")) as model,
+        stdio_server(tmp_path, model.base_url, "--max-live-sessions", "1") as server,
+    ):
+        moved = server.call(1, "session/working-directory/set", {"sessionId": "a", "path": str(tmp_path)})
+        assert moved["result"]["cwd"] == str(tmp_path)
+        refused = server.call(2, "session.create", {"sessionId": "b"})["error"]
+        assert refused["code"] == -32007 and refused["data"]["limit"] == "liveSessions"
+        assert server.call(3, "session.send", {"sessionId": "a", "text": "hi"})["result"]["content"] == "pong"
+        sent = json.dumps(model.requests[-1]["messages"])
+        assert "The working directory changed" in sent  # the notice reached the model
+        assert server.call(4, "session.create", {"sessionId": "b"})["result"]["id"] == "b"

@@ -22,8 +22,6 @@ __all__ = ["serve"]
 @click.option("--model", help="Model name (default: the profile's, $DEEPSEEK_MODEL, else deepseek-chat).")
 @click.option("--base-url", metavar="URL", help="OpenAI-compatible API base URL (default: $DEEPSEEK_BASE_URL).")
 @click.option("--system", metavar="TEXT", help="System prompt for new turns (default: keep each session's).")
-@click.option("--max-steps", type=click.IntRange(min=1), default=25, show_default=True, help="Model calls per turn.")
-@click.option("--max-tokens", type=click.IntRange(min=1), help="Token limit of each answer.")
 @click.option(
     "--max-live-sessions",
     type=click.IntRange(min=1),
@@ -52,6 +50,8 @@ __all__ = ["serve"]
     show_default=True,
     help="Bytes of prompt text waiting in all sessions together; more are refused (-32007).",
 )
+@click.option("--max-steps", type=click.IntRange(min=1), default=25, show_default=True, help="Model calls per turn.")
+@click.option("--max-tokens", type=click.IntRange(min=1), help="Token limit of each answer.")
 @click.option(
     "--max-request-bytes", type=click.IntRange(min=1024), default=1 << 20, show_default=True, help="Frame size limit."
 )
@@ -68,12 +68,12 @@ def serve(
     model: str | None,
     base_url: str | None,
     system: str | None,
-    max_steps: int,
-    max_tokens: int | None,
     max_live_sessions: int,
     idle_timeout: float,
     max_queued_prompts: int,
     max_queued_bytes: int,
+    max_steps: int,
+    max_tokens: int | None,
     max_request_bytes: int,
     verbose: bool,
 ) -> None:
@@ -89,17 +89,17 @@ def serve(
     options = ServeOptions(
         store_url=state.store_url,
         profile=profile,
-        model=model,
-        base_url=base_url,
-        max_tokens=max_tokens,
-        system=system,
-        max_steps=max_steps,
         limits=ServerLimits(
             max_live_sessions=max_live_sessions,
             idle_seconds=idle_timeout,
             max_queued_prompts=max_queued_prompts,
             max_queued_bytes=max_queued_bytes,
         ),
+        model=model,
+        base_url=base_url,
+        max_tokens=max_tokens,
+        system=system,
+        max_steps=max_steps,
         http=transport == "http",
         host=host,
         port=port,

@@ -27,12 +27,12 @@ __all__ = ["ServeOptions", "main", "run_server"]
 class ServeOptions:
     store_url: str | None = None
     profile: str = "sdk"
+    limits: ServerLimits = field(default_factory=ServerLimits)
     model: str | None = None
     base_url: str | None = None
     max_tokens: int | None = None
     system: str | None = None
     max_steps: int = 25
-    limits: ServerLimits = field(default_factory=ServerLimits)
     http: bool = False
     host: str = "127.0.0.1"
     port: int = 8765
@@ -40,18 +40,18 @@ class ServeOptions:
     max_request_bytes: int = 1 << 20
 
 
-def _make_home(url: str) -> None:
+def _make_home(url: str, home: Path) -> None:
     """Create ``$DSHPY_HOME`` (0700, as the stores make their directories) when the store lives in it.
 
     The home holds the sessions and the config; created world-readable, it would expose
     what the stores write below it, and a store creates missing parents with the default mode.
     """
-    from dshpy.storage.urls import dshpy_home, parse_store_url
+    from dshpy.storage.urls import parse_store_url
 
     parsed = parse_store_url(url)
     if parsed.scheme not in ("sqlite", "jsonl"):
         return
-    home = dshpy_home().absolute()
+    home = home.absolute()
     if Path(os.path.abspath(parsed.location)).is_relative_to(home):
         home.mkdir(mode=0o700, parents=True, exist_ok=True)  # the mode applies to the home itself
 
@@ -59,7 +59,7 @@ def _make_home(url: str) -> None:
 def run_server(options: ServeOptions, *, announce: bool = True) -> int:
     """Build the store and runtime from ``options`` and serve until shutdown/EOF. Returns an exit code."""
     from dshpy.sdk.profiles import load_profile
-    from dshpy.storage.urls import default_store_url, open_store
+    from dshpy.storage.urls import default_store_url, dshpy_home, open_store
 
     from .http import HttpServer
     from .methods import Runtime, ServerSettings
@@ -67,7 +67,7 @@ def run_server(options: ServeOptions, *, announce: bool = True) -> int:
 
     profile = load_profile(options.profile)
     url = options.store_url or profile.store or default_store_url()
-    _make_home(url)
+    _make_home(url, dshpy_home())
     settings = ServerSettings(
         model=options.model or profile.model,
         base_url=options.base_url or profile.base_url,

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 from typing import Any
 
 import dshpy
 from dshpy.server.limits import ServerLimits
 from dshpy.server.methods import Runtime
+from dshpy.testing.builders import TurnScript
 
 
 async def _call(runtime: Runtime, method: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -39,4 +41,25 @@ def test_the_least_recently_used_session_is_closed_first() -> None:
     for sid in "abcd":
         with store.open(sid) as session:
             assert [e.type for e in session.events] == []
+    store.close()
+
+
+def test_concurrent_requests_on_a_closed_session_open_it_once(tmp_path: Path) -> None:
+    store = dshpy.open_store(f"jsonl:///{tmp_path}")
+    with store.create(session_id="shared") as session:
+        TurnScript(session).turn()
+
+    async def scenario() -> list[dict[str, Any]]:
+        runtime = Runtime(store, limits=ServerLimits(max_live_sessions=2))
+        calls = [_call(runtime, "session/working-directory/get", {"sessionId": "shared"}) for _ in range(20)]
+        calls += [_call(runtime, "session/resume", {"sessionId": "shared"}) for _ in range(5)]
+        replies = await asyncio.gather(*calls)
+        assert len(runtime.live) == 1
+        await runtime.close()
+        return replies
+
+    replies = asyncio.run(scenario())
+    assert all("result" in reply for reply in replies), [r for r in replies if "error" in r][:1]
+    events = list(store.read("shared", 0))
+    assert [e.type for e in events].count("session/end-seed") == 1  # one write-open, one resume marker
     store.close()

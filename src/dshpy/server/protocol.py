@@ -7,7 +7,8 @@ Error codes (``error.code``; ``error.data`` says more where noted):
 -32600     not a request: not an object, bad ``jsonrpc``/``method``/``id``, a batch,
            or a frame over the size limit (``data: {"limit": bytes}``)
 -32601     unknown method
--32602     invalid params; ``data: {"field": name}`` names the failing field
+-32602     invalid params; ``data: {"field": name}`` names the failing field (integers:
+           non-negative safe integers, at most 2**53 - 1, unless a method says otherwise)
 -32603     internal error (a bug; logged on the server's stderr)
 -32001     session not found (``data: {"sessionId"}``)
 -32002     conflict: the session is busy, already exists, or another writer holds it
@@ -15,8 +16,9 @@ Error codes (``error.code``; ``error.data`` says more where noted):
 -32004     corrupt or unsupported stored session
 -32005     other store error
 -32006     model not configured (no API key)
--32007     a server limit is reached (too many queued prompts or bytes, every live session
-           busy); retry later. ``data: {"limit": name, "max": value, "sessionId"?}``
+-32007     a server limit is reached, nothing was done; retry later. ``data: {"limit", "max",
+           "sessionId"?}``, ``limit`` one of ``"queuedPrompts"`` (per session),
+           ``"queuedBytes"`` (all queues) or ``"liveSessions"`` (every live session busy)
 -32000     any other dshpy error
 =========  ===========================================================================
 """

@@ -57,6 +57,9 @@ def test_queued_bytes_are_bounded_across_sessions(tmp_path: Path, hung: FakeMode
         assert error["code"] == LIMIT_EXCEEDED
         assert error["data"] == {"limit": "queuedBytes", "max": 500_000, "sessionId": "s-2"}
         assert "500000 bytes" in error["message"]
+        refused = _prompt(server, "new", "s-new", big)["error"]
+        assert refused["data"] == {"limit": "queuedBytes", "max": 500_000, "sessionId": "s-new"}
+        assert server.call("absent", "session.get", {"sessionId": "s-new"})["error"]["code"] == -32001  # not created
         assert "messageId" in _prompt(server, "small", "s-2", "a small one still fits")["result"]
         server.call("cancel", "session.cancel", {"sessionId": "s-0"})
         assert "messageId" in _prompt(server, "q3", "s-2", big)["result"]  # the cancelled prompt's bytes came back

@@ -188,16 +188,21 @@ class LiveSessions:
                 limits.max_queued_prompts,
                 sid,
             )
-        if self.queued_bytes + item.size > limits.max_queued_bytes:
-            raise limit_error(
-                f"queued prompts already hold {self.queued_bytes} bytes; this {item.size}-byte prompt would pass the "
-                f"server's limit of {limits.max_queued_bytes} bytes; retry when turns finish",
-                "queuedBytes",
-                limits.max_queued_bytes,
-                sid,
-            )
+        self.check_bytes(item.size, sid)
         live.queue.append(item)
         self.queued_bytes += item.size
+
+    def check_bytes(self, size: int, session_id: str) -> None:
+        """Raise -32007 if a ``size``-byte prompt would pass the queued-bytes limit (checked before opening too)."""
+        limit = self.limits.max_queued_bytes
+        if self.queued_bytes + size > limit:
+            raise limit_error(
+                f"queued prompts already hold {self.queued_bytes} bytes; this {size}-byte prompt would pass the "
+                f"server's limit of {limit} bytes; retry when turns finish",
+                "queuedBytes",
+                limit,
+                session_id,
+            )
 
     def pop(self, live: Live) -> Queued:
         item = live.queue.popleft()

@@ -417,9 +417,11 @@ class Runtime:
     async def prompt(self, p: Params, _peer: Peer | None) -> Any:
         session_id = p.session_id()
         blocks = p.content_blocks()
+        size = _text_size(blocks)
+        self.live.check_bytes(size, session_id)  # before a new session is created for a prompt it would refuse
         live = await self._open(session_id, create=True)
         message = user_message(blocks)
-        self._enqueue(live, Queued(message, _text_size(blocks)))
+        self._enqueue(live, Queued(message, size))
         return {"messageId": message["id"]}
 
     async def resume(self, p: Params, _peer: Peer | None) -> Any:
@@ -523,10 +525,12 @@ class Runtime:
         session_id = p.session_id()
         text = p.string("text", empty=True)
         with_events = p.boolean("events", default=True)
+        size = len(text.encode())
+        self.live.check_bytes(size, session_id)
         live = await self._open(session_id, create=p.boolean("create", default=True))
         message = user_message(text)
         future: asyncio.Future[TurnResult] = asyncio.get_running_loop().create_future()
-        self._enqueue(live, Queued(message, len(text.encode()), future))
+        self._enqueue(live, Queued(message, size, future))
         result = await future
         answer: dict[str, Any] = {
             "sessionId": result.session_id,

@@ -22,6 +22,34 @@ __all__ = ["serve"]
 @click.option("--model", help="Model name (default: the profile's, $DEEPSEEK_MODEL, else deepseek-chat).")
 @click.option("--base-url", metavar="URL", help="OpenAI-compatible API base URL (default: $DEEPSEEK_BASE_URL).")
 @click.option("--system", metavar="TEXT", help="System prompt for new turns (default: keep each session's).")
+@click.option(
+    "--max-live-sessions",
+    type=click.IntRange(min=1),
+    default=64,
+    show_default=True,
+    help="Sessions held open at once; the least recently used idle one is closed (it reopens on demand).",
+)
+@click.option(
+    "--idle-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=600.0,
+    show_default=True,
+    help="Seconds after which an idle session is closed.",
+)
+@click.option(
+    "--max-queued-prompts",
+    type=click.IntRange(min=1),
+    default=16,
+    show_default=True,
+    help="Prompts waiting behind a session's running turn; more are refused (JSON-RPC error -32007).",
+)
+@click.option(
+    "--max-queued-bytes",
+    type=click.IntRange(min=1),
+    default=16 << 20,
+    show_default=True,
+    help="Bytes of prompt text waiting in all sessions together; more are refused (-32007).",
+)
 @click.option("--max-steps", type=click.IntRange(min=1), default=25, show_default=True, help="Model calls per turn.")
 @click.option("--max-tokens", type=click.IntRange(min=1), help="Token limit of each answer.")
 @click.option(
@@ -72,6 +100,10 @@ def serve(
     model: str | None,
     base_url: str | None,
     system: str | None,
+    max_live_sessions: int,
+    idle_timeout: float,
+    max_queued_prompts: int,
+    max_queued_bytes: int,
     max_steps: int,
     max_tokens: int | None,
     max_request_bytes: int,
@@ -91,6 +123,7 @@ def serve(
     """
     from dshpy.sdk.profiles import ProfileError
     from dshpy.server.http import InsecureBindError
+    from dshpy.server.limits import ServerLimits
     from dshpy.server.main import ServeOptions, run_server
 
     logging.basicConfig(
@@ -99,6 +132,12 @@ def serve(
     options = ServeOptions(
         store_url=state.store_url,
         profile=profile,
+        limits=ServerLimits(
+            max_live_sessions=max_live_sessions,
+            idle_seconds=idle_timeout,
+            max_queued_prompts=max_queued_prompts,
+            max_queued_bytes=max_queued_bytes,
+        ),
         model=model,
         base_url=base_url,
         max_tokens=max_tokens,

@@ -15,7 +15,10 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .limits import ServerLimits
 
 __all__ = ["ServeOptions", "main", "run_server"]
 
@@ -24,6 +27,7 @@ __all__ = ["ServeOptions", "main", "run_server"]
 class ServeOptions:
     store_url: str | None = None
     profile: str = "sdk"
+    limits: ServerLimits = field(default_factory=ServerLimits)
     model: str | None = None
     base_url: str | None = None
     max_tokens: int | None = None
@@ -42,6 +46,22 @@ class ServeOptions:
     max_streams: int = 64
 
 
+def _make_home(url: str, home: Path) -> None:
+    """Create ``$DSHPY_HOME`` (0700, as the stores make their directories) when the store lives in it.
+
+    The home holds the sessions and the config; created world-readable, it would expose
+    what the stores write below it, and a store creates missing parents with the default mode.
+    """
+    from dshpy.storage.urls import parse_store_url
+
+    parsed = parse_store_url(url)
+    if parsed.scheme not in ("sqlite", "jsonl"):
+        return
+    home = home.absolute()
+    if Path(os.path.abspath(parsed.location)).is_relative_to(home):
+        home.mkdir(mode=0o700, parents=True, exist_ok=True)  # the mode applies to the home itself
+
+
 def run_server(options: ServeOptions, *, announce: bool = True) -> int:
     """Build the store and runtime from ``options`` and serve until shutdown/EOF. Returns an exit code."""
     from dshpy.sdk.profiles import load_profile
@@ -53,8 +73,7 @@ def run_server(options: ServeOptions, *, announce: bool = True) -> int:
 
     profile = load_profile(options.profile)
     url = options.store_url or profile.store or default_store_url()
-    if url.startswith("sqlite:///"):
-        dshpy_home().mkdir(parents=True, exist_ok=True)
+    _make_home(url, dshpy_home())
     settings = ServerSettings(
         model=options.model or profile.model,
         base_url=options.base_url or profile.base_url,
@@ -66,7 +85,7 @@ def run_server(options: ServeOptions, *, announce: bool = True) -> int:
 
     async def serve() -> None:
         store = open_store(url)
-        runtime = Runtime(store, settings)
+        runtime = Runtime(store, settings, limits=options.limits)
         try:
             if options.http:
                 server = HttpServer(

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 from server_support import http_server, server_env
@@ -98,3 +101,44 @@ def test_profiles(tmp_path: Path) -> None:
     assert (profile.store, profile.model, profile.max_tokens) == ("memory:", "m", 9)
     with pytest.raises(dshpy.sdk.ProfileError):
         load_profile("missing", tmp_path)
+
+
+def test_async_client_over_http(tmp_path: Path, model: FakeModelServer) -> None:
+    """AsyncHarnessClient(url=...) runs on httpx's AsyncClient: concurrent calls, a streamed turn, errors."""
+    with http_server(tmp_path, model.base_url, "--token", "tok") as (url, _process):
+
+        async def main() -> None:
+            async with dshpy.AsyncHarnessClient(url=url, token="tok") as client:
+                first, second = await asyncio.gather(client.create_session("one"), client.create_session("two"))
+                answers = await asyncio.gather(client.send_message(first.id, "a"), client.send_message(second.id, "b"))
+                assert [a.content for a in answers] == ["pong", "pong"]
+                types = [event["type"] async for event in client.stream(first.id, "c")]
+                assert types[0] != "turn/end" and types[-1] == "turn/end"
+                assert client.last_response is not None and client.last_response.turn == 2
+                assert len(await client.list_sessions()) == 2
+                assert [e["type"] for e in await client.events(first.id, types=["turn/end"])] == ["turn/end"] * 2
+                child = await client.fork_session(first.id)
+                assert child.parent_session == first.id
+                with pytest.raises(HarnessError) as caught:
+                    await client.get_session("nope")
+                assert caught.value.code == -32001
+            async with dshpy.AsyncHarnessClient(url=url, token="wrong") as client:
+                with pytest.raises(HarnessError) as caught:
+                    await client.list_sessions()
+                assert "401" in caught.value.message
+
+        asyncio.run(main())
+
+
+def test_http_client_survives_its_idle_connection_being_dropped(tmp_path: Path) -> None:
+    """The server drops idle keep-alive connections first when its connection cap is reached; clients reconnect."""
+    with http_server(tmp_path, None, "--max-connections", "2") as (url, _process):
+        parts = urlsplit(url)
+        with dshpy.HarnessClient(url=url) as client:
+            assert client.list_sessions() == []  # leaves a pooled keep-alive connection
+            for _ in range(3):
+                flood = [socket.create_connection((parts.hostname, parts.port)) for _ in range(2)]
+                time.sleep(0.1)  # the server evicted the client's idle connection for these
+                for sock in flood:
+                    sock.close()
+                assert client.create_session().id in [s.id for s in client.list_sessions()]

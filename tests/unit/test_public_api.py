@@ -13,7 +13,8 @@ EXPECTED = PROJECTIONS | {
     "FormatVersionError", "FrozenDict", "FrozenList", "InvalidSessionIdError", "InvariantError", "Lifecycle",
     "MemoryStore", "Message", "Migration", "MigrationChain", "ReadOnlySessionError", "Session", "SessionEvent",
     "SessionExistsError", "SessionHeader", "SessionInfo", "SessionNotFound", "SessionStore", "StoreError",
-    "StoreUnavailableError", "HarnessClient", "AsyncHarnessClient",
+    "StoreUnavailableError", "HarnessClient", "AsyncHarnessClient", "SessionBusyError", "StoreFullError",
+    "ReadOnlyStoreError",
     "SurfaceError", "SurfaceOp", "SurfaceReplace", "UnknownEventTypeError", "__version__", "check_session_id",
     "decode_event", "encode_event", "freeze_json", "interrupted_turn_closers", "new_message_id", "new_session_id",
     "open_store", "open_turn_closers", "plan_fork", "thaw", "validate",
@@ -44,6 +45,9 @@ def test_error_tree():
     assert issubclass(dshpy.SessionArchivedError, dshpy.LifecycleError)
     assert issubclass(dshpy.SessionArchivedError, dshpy.ReadOnlySessionError)
     assert issubclass(dshpy.ProjectionError, dshpy.DshError)
+    assert issubclass(dshpy.SessionBusyError, dshpy.ConflictError)
+    assert issubclass(dshpy.StoreFullError, dshpy.StoreError)
+    assert issubclass(dshpy.ReadOnlyStoreError, dshpy.StoreError)
 
 
 def test_open_store_rejects_unknown_schemes_clearly():

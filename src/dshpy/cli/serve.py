@@ -23,11 +23,71 @@ __all__ = ["serve"]
 @click.option("--model", help="Model name (default: the profile's, $DEEPSEEK_MODEL, else deepseek-chat).")
 @click.option("--base-url", metavar="URL", help="OpenAI-compatible API base URL (default: $DEEPSEEK_BASE_URL).")
 @click.option("--system", metavar="TEXT", help="System prompt for new turns (default: keep each session's).")
+@click.option(
+    "--max-live-sessions",
+    type=click.IntRange(min=1),
+    default=64,
+    show_default=True,
+    help="Sessions held open at once; the least recently used idle one is closed (it reopens on demand).",
+)
+@click.option(
+    "--idle-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=600.0,
+    show_default=True,
+    help="Seconds after which an idle session is closed.",
+)
+@click.option(
+    "--max-queued-prompts",
+    type=click.IntRange(min=1),
+    default=16,
+    show_default=True,
+    help="Prompts waiting behind a session's running turn; more are refused (JSON-RPC error -32007).",
+)
+@click.option(
+    "--max-queued-bytes",
+    type=click.IntRange(min=1),
+    default=16 << 20,
+    show_default=True,
+    help="Bytes of prompt text waiting in all sessions together; more are refused (-32007).",
+)
 @click.option("--max-steps", type=click.IntRange(min=1), default=25, show_default=True, help="Model calls per turn.")
 @click.option("--max-tokens", type=click.IntRange(min=1), help="Token limit of each answer.")
 @model_timeout_options
 @click.option(
     "--max-request-bytes", type=click.IntRange(min=1024), default=1 << 20, show_default=True, help="Frame size limit."
+)
+@click.option(
+    "--allowed-origin",
+    "allowed_origins",
+    multiple=True,
+    metavar="ORIGIN",
+    help="HTTP: a browser origin (scheme://host[:port]) allowed besides the server's own; repeatable.",
+)
+@click.option("--allow-http-shutdown", is_flag=True, help="HTTP: accept the shutdown method (refused by default).")
+@click.option(
+    "--head-timeout",
+    type=click.FloatRange(min=0.1),
+    default=10.0,
+    show_default=True,
+    help="HTTP: seconds a client has to send a request's line and headers.",
+)
+@click.option(
+    "--body-timeout",
+    type=click.FloatRange(min=0.1),
+    default=30.0,
+    show_default=True,
+    help="HTTP: seconds a client has to send a request's body.",
+)
+@click.option(
+    "--max-connections",
+    type=click.IntRange(min=1),
+    default=256,
+    show_default=True,
+    help="HTTP: open connections at most (idle ones are dropped first).",
+)
+@click.option(
+    "--max-streams", type=click.IntRange(min=1), default=64, show_default=True, help="HTTP: /events streams at most."
 )
 @click.option("-v", "--verbose", is_flag=True, help="Log requests and turns on stderr.")
 @common_options
@@ -42,18 +102,33 @@ def serve(
     model: str | None,
     base_url: str | None,
     system: str | None,
+    max_live_sessions: int,
+    idle_timeout: float,
+    max_queued_prompts: int,
+    max_queued_bytes: int,
     max_steps: int,
     max_tokens: int | None,
     connect_timeout: float | None,
     read_timeout: float | None,
     total_timeout: float | None,
     max_request_bytes: int,
+    allowed_origins: tuple[str, ...],
+    allow_http_shutdown: bool,
+    head_timeout: float,
+    body_timeout: float,
+    max_connections: int,
+    max_streams: int,
     verbose: bool,
 ) -> None:
-    """Serve sessions over JSON-RPC: dsh's SDK protocol plus dshpy's session.* methods."""
-    from dshpy.llm.config import ModelConfigError
+    """Serve sessions over JSON-RPC: dsh's SDK protocol plus dshpy's session.* methods.
+
+    Over HTTP, one token is one trusted principal: whoever holds it may read any session and change the server's
+    model settings. Browser pages from other origins are refused, and shutdown is refused unless
+    --allow-http-shutdown.
+    """
     from dshpy.sdk.profiles import ProfileError
     from dshpy.server.http import InsecureBindError
+    from dshpy.server.limits import ServerLimits
     from dshpy.server.main import ServeOptions, run_server
 
     logging.basicConfig(
@@ -62,6 +137,12 @@ def serve(
     options = ServeOptions(
         store_url=state.store_url,
         profile=profile,
+        limits=ServerLimits(
+            max_live_sessions=max_live_sessions,
+            idle_seconds=idle_timeout,
+            max_queued_prompts=max_queued_prompts,
+            max_queued_bytes=max_queued_bytes,
+        ),
         model=model,
         base_url=base_url,
         max_tokens=max_tokens,
@@ -75,10 +156,16 @@ def serve(
         port=port,
         token=token or None,
         max_request_bytes=max_request_bytes,
+        allowed_origins=allowed_origins,
+        allow_http_shutdown=allow_http_shutdown,
+        head_timeout=head_timeout,
+        body_timeout=body_timeout,
+        max_connections=max_connections,
+        max_streams=max_streams,
     )
     try:
         code = run_server(options)
-    except (ProfileError, InsecureBindError, ModelConfigError) as error:
+    except (ProfileError, InsecureBindError, ValueError) as error:  # ValueError: limits, ModelConfigError
         raise CliError(str(error)) from None
     except OSError as error:
         raise CliError(f"cannot serve: {error}") from None

@@ -22,9 +22,12 @@ import threading
 import time
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .transport import HarnessError, HttpTransport, StdioTransport, Transport, TransportClosedError
+
+if TYPE_CHECKING:
+    from .async_transport import AsyncHttpTransport
 
 __all__ = ["AsyncHarnessClient", "HarnessClient", "HarnessError", "Response", "SessionRecord", "TransportClosedError"]
 
@@ -77,6 +80,34 @@ class Response:
             message_id=str(data.get("messageId", "")),
             reason=dict(data.get("reason") or {}),
         )
+
+
+def _create_params(session_id: str | None, cwd: str | None) -> dict[str, Any]:
+    params: dict[str, Any] = {}
+    if session_id is not None:
+        params["sessionId"] = session_id
+    if cwd is not None:
+        params["cwd"] = cwd
+    return params
+
+
+def _fork_params(session_id: str, boundary: int | None, child_id: str | None) -> dict[str, Any]:
+    params: dict[str, Any] = {"sessionId": session_id}
+    if boundary is not None:
+        params["boundary"] = boundary
+    if child_id is not None:
+        params["childSessionId"] = child_id
+    return params
+
+
+def _page_params(
+    session_id: str, seq: int, limit: int | None, collected: int, types: Sequence[str] | None
+) -> dict[str, Any]:
+    page_size = 1000 if limit is None else min(1000, limit - collected)
+    params: dict[str, Any] = {"sessionId": session_id, "fromSeq": seq, "limit": page_size}
+    if types is not None:
+        params["types"] = list(types)
+    return params
 
 
 class HarnessClient:
@@ -151,12 +182,7 @@ class HarnessClient:
     # -- sessions -------------------------------------------------------------------
 
     def create_session(self, session_id: str | None = None, *, cwd: str | None = None) -> SessionRecord:
-        params: dict[str, Any] = {}
-        if session_id is not None:
-            params["sessionId"] = session_id
-        if cwd is not None:
-            params["cwd"] = cwd
-        return SessionRecord.from_json(self.request("session.create", params))
+        return SessionRecord.from_json(self.request("session.create", _create_params(session_id, cwd)))
 
     def list_sessions(self) -> list[SessionRecord]:
         return [SessionRecord.from_json(item) for item in self.request("session.list")["sessions"]]
@@ -170,12 +196,7 @@ class HarnessClient:
     def fork_session(
         self, session_id: str, boundary: int | None = None, *, child_id: str | None = None
     ) -> SessionRecord:
-        params: dict[str, Any] = {"sessionId": session_id}
-        if boundary is not None:
-            params["boundary"] = boundary
-        if child_id is not None:
-            params["childSessionId"] = child_id
-        return SessionRecord.from_json(self.request("session.fork", params))
+        return SessionRecord.from_json(self.request("session.fork", _fork_params(session_id, boundary, child_id)))
 
     def delete_session(self, session_id: str, *, detach_forks: bool = False) -> None:
         self.request("session.delete", {"sessionId": session_id, "detachForks": detach_forks})
@@ -190,11 +211,7 @@ class HarnessClient:
         collected: list[dict[str, Any]] = []
         seq = from_seq
         while limit is None or len(collected) < limit:
-            page_size = 1000 if limit is None else min(1000, limit - len(collected))
-            params: dict[str, Any] = {"sessionId": session_id, "fromSeq": seq, "limit": page_size}
-            if types is not None:
-                params["types"] = list(types)
-            page = self.request("session.events", params)
+            page = self.request("session.events", _page_params(session_id, seq, limit, len(collected), types))
             collected.extend(page["events"])
             seq = page["nextSeq"]
             if not page["more"]:
@@ -250,54 +267,135 @@ class HarnessClient:
 
 
 class AsyncHarnessClient:
-    """The same methods as :class:`HarnessClient`, awaitable (each call runs in a worker thread)."""
+    """The same methods as :class:`HarnessClient`, awaitable.
+
+    Over HTTP (``url=...``) it runs on httpx's ``AsyncClient`` on the caller's event
+    loop; over stdio each call runs the synchronous client in a worker thread (the
+    child process's pipes are read by threads anyway).
+    """
 
     def __init__(self, profile: str = "sdk", **options: Any) -> None:
-        self._sync = HarnessClient(profile, **options)
+        self.profile = profile
+        self.timeout: float | None = options.get("timeout")
+        self._last: Response | None = None
+        self._http: AsyncHttpTransport | None = None
+        self._sync: HarnessClient | None = None
+        url = options.get("url")
+        if url is not None:
+            from .async_transport import AsyncHttpTransport  # httpx loads only for HTTP clients
+
+            token = options.get("token")
+            self._http = AsyncHttpTransport(url, token=token if token is not None else os.environ.get("DSHPY_TOKEN"))
+        else:
+            self._sync = HarnessClient(profile, **options)
 
     @property
     def last_response(self) -> Response | None:
-        return self._sync.last_response
+        return self._last
 
     async def request(self, method: str, params: Mapping[str, Any] | None = None) -> Any:
+        """Call any server method; raises :class:`HarnessError` with the server's code."""
+        if self._http is not None:
+            return await asyncio.wait_for(self._http.request(method, params), self.timeout)
+        assert self._sync is not None
         return await asyncio.to_thread(self._sync.request, method, params)
 
     async def create_session(self, session_id: str | None = None, *, cwd: str | None = None) -> SessionRecord:
-        return await asyncio.to_thread(self._sync.create_session, session_id, cwd=cwd)
+        return SessionRecord.from_json(await self.request("session.create", _create_params(session_id, cwd)))
 
     async def list_sessions(self) -> list[SessionRecord]:
-        return await asyncio.to_thread(self._sync.list_sessions)
+        return [SessionRecord.from_json(item) for item in (await self.request("session.list"))["sessions"]]
 
     async def get_session(self, session_id: str, *, projections: bool = True) -> SessionRecord:
-        return await asyncio.to_thread(self._sync.get_session, session_id, projections=projections)
+        params = {"sessionId": session_id, "projections": projections}
+        return SessionRecord.from_json(await self.request("session.get", params))
 
     async def fork_session(
         self, session_id: str, boundary: int | None = None, *, child_id: str | None = None
     ) -> SessionRecord:
-        return await asyncio.to_thread(self._sync.fork_session, session_id, boundary, child_id=child_id)
+        params = _fork_params(session_id, boundary, child_id)
+        return SessionRecord.from_json(await self.request("session.fork", params))
 
     async def delete_session(self, session_id: str, *, detach_forks: bool = False) -> None:
-        await asyncio.to_thread(self._sync.delete_session, session_id, detach_forks=detach_forks)
+        await self.request("session.delete", {"sessionId": session_id, "detachForks": detach_forks})
 
     async def cancel(self, session_id: str) -> bool:
-        return await asyncio.to_thread(self._sync.cancel, session_id)
+        return bool((await self.request("session.cancel", {"sessionId": session_id}))["cancelled"])
 
     async def events(
         self, session_id: str, from_seq: int = 0, *, limit: int | None = None, types: Sequence[str] | None = None
     ) -> list[dict[str, Any]]:
-        return await asyncio.to_thread(self._sync.events, session_id, from_seq, limit=limit, types=types)
+        collected: list[dict[str, Any]] = []
+        seq = from_seq
+        while limit is None or len(collected) < limit:
+            page = await self.request("session.events", _page_params(session_id, seq, limit, len(collected), types))
+            collected.extend(page["events"])
+            seq = page["nextSeq"]
+            if not page["more"]:
+                break
+        return collected
 
     async def send_message(self, session_id: str, text: str) -> Response:
-        return await asyncio.to_thread(self._sync.send_message, session_id, text)
+        response = Response.from_json(await self.request("session.send", {"sessionId": session_id, "text": text}))
+        self._last = response
+        return response
 
-    async def stream(self, session_id: str, text: str) -> AsyncIterator[dict[str, Any]]:
+    async def stream(self, session_id: str, text: str, *, grace: float = 5.0) -> AsyncIterator[dict[str, Any]]:
+        """Run one turn, yielding each event as it is appended; the result is in :attr:`last_response`."""
+        if self._http is not None:
+            async for event in self._stream_http(self._http, session_id, text, grace):
+                yield event
+            return
+        async for event in self._stream_threaded(session_id, text):
+            yield event
+
+    async def _stream_http(
+        self, http: AsyncHttpTransport, session_id: str, text: str, grace: float
+    ) -> AsyncIterator[dict[str, Any]]:
+        subscription = await http.subscribe()
+        params = {"sessionId": session_id, "text": text, "events": False}
+        turn = asyncio.ensure_future(self.request("session.send", params))
+        try:
+            ended_turns: set[int] = set()
+            deadline: float | None = None
+            while True:
+                if turn.done() and deadline is None:
+                    turn.result()  # raises the call's error
+                    deadline = time.monotonic() + grace
+                if deadline is not None and (int(turn.result()["turn"]) in ended_turns or time.monotonic() > deadline):
+                    break
+                try:
+                    item = await asyncio.wait_for(subscription.get(), 0.05)
+                except TimeoutError:
+                    continue
+                if item is None:
+                    if turn.done():
+                        continue
+                    raise TransportClosedError("the server closed the notification stream")
+                method, notification = item
+                if method != "session.event" or notification.get("sessionId") != session_id:
+                    continue
+                event = notification.get("event")
+                if isinstance(event, dict):
+                    if event.get("type") == "turn/end" and isinstance(event.get("data"), dict):
+                        ended_turns.add(int(event["data"].get("turn", -1)))
+                    yield event
+            self._last = Response.from_json(turn.result())
+        finally:
+            http.unsubscribe(subscription)
+            if not turn.done():
+                turn.cancel()
+
+    async def _stream_threaded(self, session_id: str, text: str) -> AsyncIterator[dict[str, Any]]:
+        sync = self._sync
+        assert sync is not None
         loop = asyncio.get_running_loop()
         items: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
         stop = threading.Event()
 
         def pump() -> None:
             try:
-                for event in self._sync.stream(session_id, text):
+                for event in sync.stream(session_id, text):
                     loop.call_soon_threadsafe(items.put_nowait, ("event", event))
                     if stop.is_set():
                         break
@@ -310,6 +408,7 @@ class AsyncHarnessClient:
             while True:
                 kind, value = await items.get()
                 if kind == "end":
+                    self._last = sync.last_response
                     break
                 if kind == "error":
                     raise value
@@ -319,7 +418,10 @@ class AsyncHarnessClient:
             await worker
 
     async def close(self) -> None:
-        await asyncio.to_thread(self._sync.close)
+        if self._http is not None:
+            await self._http.close()
+        elif self._sync is not None:
+            await asyncio.to_thread(self._sync.close)
 
     async def __aenter__(self) -> AsyncHarnessClient:
         return self

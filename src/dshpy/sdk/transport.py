@@ -8,21 +8,34 @@ subscriber that receives every notification frame's ``(method, params)``).
 from __future__ import annotations
 
 import contextlib
-import http.client
 import itertools
 import json
 import os
 import queue
+import socket
 import subprocess
 import sys
 import threading
 from collections import deque
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-__all__ = ["HarnessError", "HttpTransport", "Notification", "StdioTransport", "Transport", "TransportClosedError"]
+__all__ = [
+    "HarnessError",
+    "HttpEndpoint",
+    "HttpTransport",
+    "Notification",
+    "SseReader",
+    "StdioTransport",
+    "Transport",
+    "TransportClosedError",
+    "rpc_answer",
+    "rpc_body",
+    "unanswered",
+]
 
 Notification = tuple[str, dict[str, Any]]
 
@@ -211,68 +224,123 @@ class StdioTransport(Transport):
         self._fail_all("the client was closed")
 
 
-class HttpTransport(Transport):
-    """``POST /rpc`` on keep-alive connections (one per thread) and a lazily opened SSE stream."""
+@dataclass(frozen=True, slots=True)
+class HttpEndpoint:
+    """Where a ``dshpy serve --http`` server answers, and the headers every request carries."""
 
-    def __init__(self, url: str, *, token: str | None = None, timeout: float = 600.0) -> None:
-        super().__init__()
+    rpc_url: str
+    events_url: str
+    host: str
+    port: int
+    headers: dict[str, str]
+
+    @classmethod
+    def parse(cls, url: str, token: str | None) -> HttpEndpoint:
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"not an http(s) URL: {url!r}")
-        self.scheme = parts.scheme
-        self.host = parts.hostname
-        self.port = parts.port or (443 if parts.scheme == "https" else 80)
-        self.path = (parts.path.rstrip("/") or "") + "/rpc"
-        self.events_path = (parts.path.rstrip("/") or "") + "/events"
-        self.timeout = timeout
-        self.headers = {"Content-Type": "application/json"}
+        base = f"{parts.scheme}://{parts.netloc}{parts.path.rstrip('/')}"
+        headers = {"Content-Type": "application/json"}
         if token:
-            self.headers["Authorization"] = f"Bearer {token}"
-        self._local = threading.local()
-        self._connections: list[http.client.HTTPConnection] = []
+            headers["Authorization"] = f"Bearer {token}"
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        return cls(base + "/rpc", base + "/events", parts.hostname, port, headers)
+
+    def rpc_headers(self, stream_id: str | None) -> dict[str, str]:
+        headers = dict(self.headers)
+        if stream_id is not None:
+            headers["X-Dshpy-Stream"] = stream_id  # the server routes this client's sessions to its stream
+        return headers
+
+    def events_headers(self) -> dict[str, str]:
+        return {k: v for k, v in self.headers.items() if k != "Content-Type"}
+
+
+def rpc_body(request_id: int, method: str, params: Mapping[str, Any] | None) -> bytes:
+    frame: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+    if params is not None:
+        frame["params"] = dict(params)
+    return json.dumps(frame, separators=(",", ":")).encode()
+
+
+def unanswered(error: Exception) -> bool:
+    """A kept-alive connection the server had already closed: the request never reached it (safe to resend once)."""
+    return "without sending a response" in str(error)
+
+
+def rpc_answer(status: int, content: bytes) -> Any:
+    """The result of an HTTP answer; :class:`HarnessError` for an error frame or a non-200 status."""
+    if status != 200:
+        raise HarnessError(-32098, f"HTTP {status}: {content.decode('utf-8', 'replace')[:200]}")
+    return _unwrap(json.loads(content))
+
+
+class SseReader:
+    """Turns the lines of ``GET /events`` into the stream id (``ready``) and notifications."""
+
+    def __init__(self) -> None:
+        self.event = "message"
+
+    def feed(self, line: str) -> tuple[str, Any] | None:
+        """``("ready", stream_id)``, ``("notification", (method, params))`` or ``None``."""
+        if line.startswith("event:"):
+            self.event = line[6:].strip()
+        elif line.startswith("data:"):
+            data = json.loads(line[5:])
+            if self.event == "ready":
+                return "ready", str(data["streamId"])
+            if isinstance(data, dict) and "method" in data:
+                params = data.get("params")
+                return "notification", (str(data["method"]), params if isinstance(params, dict) else {})
+        elif not line:
+            self.event = "message"
+        return None
+
+
+class HttpTransport(Transport):
+    """``POST /rpc`` through one pooled httpx client (thread-safe) and a lazily opened SSE stream.
+
+    httpx does the HTTP: connection pooling and keep-alive, a stale pooled connection
+    the server closed is replaced transparently, connect/read timeouts.
+    """
+
+    def __init__(self, url: str, *, token: str | None = None, timeout: float = 600.0) -> None:
+        super().__init__()
+        self.endpoint = HttpEndpoint.parse(url, token)
+        import httpx2
+
+        self._httpx = httpx2
+        self.host = self.endpoint.host
+        self.port = self.endpoint.port
+        self.timeout = timeout
+        self._client = httpx2.Client(
+            timeout=httpx2.Timeout(timeout, connect=min(timeout, 30.0)),
+            limits=httpx2.Limits(max_connections=16, max_keepalive_connections=8, keepalive_expiry=4.0),
+        )
         self._ids = itertools.count(1)
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="dshpy-sdk-http")
-        self._sse: http.client.HTTPConnection | None = None
+        self._sse: Any = None
         self._sse_lock = threading.Lock()
         self.stream_id: str | None = None
         self._closed = False
 
-    def _connection(self) -> http.client.HTTPConnection:
-        connection: http.client.HTTPConnection | None = getattr(self._local, "connection", None)
-        if connection is None:
-            kind = http.client.HTTPSConnection if self.scheme == "https" else http.client.HTTPConnection
-            connection = kind(self.host, self.port, timeout=self.timeout)
-            self._local.connection = connection
-            self._connections.append(connection)
-        return connection
-
     def call(self, method: str, params: Mapping[str, Any] | None = None) -> Any:
         if self._closed:
             raise TransportClosedError("the client was closed")
-        frame: dict[str, Any] = {"jsonrpc": "2.0", "id": next(self._ids), "method": method}
-        if params is not None:
-            frame["params"] = dict(params)
-        body = json.dumps(frame, separators=(",", ":")).encode()
-        headers = dict(self.headers)
-        if self.stream_id is not None:
-            headers["X-Dshpy-Stream"] = self.stream_id
-        for attempt in (1, 2):
-            connection = self._connection()
+        body = rpc_body(next(self._ids), method, params)
+        headers = self.endpoint.rpc_headers(self.stream_id)
+        try:
             try:
-                connection.request("POST", self.path, body, headers)
-                response = connection.getresponse()
-                payload = response.read()
-                break
-            except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
-                connection.close()  # a kept-alive connection the server dropped: reconnect once
-                if attempt == 2:
-                    raise TransportClosedError(f"cannot reach {self.host}:{self.port}") from None
-            except OSError as error:
-                connection.close()
-                raise TransportClosedError(f"cannot reach {self.host}:{self.port}: {error}") from None
-        if response.status != 200:
-            raise HarnessError(-32098, f"HTTP {response.status}: {payload.decode('utf-8', 'replace')[:200]}")
-        return _unwrap(json.loads(payload))
+                response = self._client.post(self.endpoint.rpc_url, content=body, headers=headers)
+            except self._httpx.RemoteProtocolError as error:
+                if not unanswered(error):
+                    raise
+                response = self._client.post(self.endpoint.rpc_url, content=body, headers=headers)
+        except self._httpx.TransportError as error:
+            raise TransportClosedError(f"cannot reach {self.host}:{self.port}: {error}") from None
+        except RuntimeError as error:  # the httpx client was closed under us
+            raise TransportClosedError(f"the client was closed: {error}") from None
+        return rpc_answer(response.status_code, response.content)
 
     def request_async(self, method: str, params: Mapping[str, Any] | None = None) -> Future[Any]:
         return self._pool.submit(self.call, method, params)
@@ -291,52 +359,54 @@ class HttpTransport(Transport):
         with self._sse_lock:
             if self._sse is not None:
                 return
-            kind = http.client.HTTPSConnection if self.scheme == "https" else http.client.HTTPConnection
-            connection = kind(self.host, self.port, timeout=None)
-            headers = {k: v for k, v in self.headers.items() if k != "Content-Type"}
-            connection.request("GET", self.events_path, headers=headers)
-            response = connection.getresponse()
-            if response.status != 200:
-                raise HarnessError(-32098, f"HTTP {response.status} opening the event stream")
+            headers = self.endpoint.events_headers()
+            httpx2 = self._httpx
+            timeout = httpx2.Timeout(30.0, read=None)  # the server pings every 15 s; a stream may idle for hours
+            request = self._client.build_request("GET", self.endpoint.events_url, headers=headers, timeout=timeout)
+            try:
+                response = self._client.send(request, stream=True)
+            except httpx2.TransportError as error:
+                raise TransportClosedError(f"cannot open the event stream: {error}") from None
+            if response.status_code != 200:
+                response.read()
+                response.close()
+                raise HarnessError(
+                    -32098, f"HTTP {response.status_code} opening the event stream: {response.text[:200]}"
+                )
             ready = threading.Event()
-            self._sse = connection
+            self._sse = response
             threading.Thread(target=self._read_events, args=(response, ready), daemon=True).start()
             if not ready.wait(10):
                 raise TransportClosedError("the event stream did not start")
 
-    def _read_events(self, response: http.client.HTTPResponse, ready: threading.Event) -> None:
-        event = "message"
+    def _read_events(self, response: Any, ready: threading.Event) -> None:
+        reader = SseReader()
         try:
-            for raw in response:
-                line = raw.decode("utf-8").rstrip("\r\n")
-                if line.startswith("event:"):
-                    event = line[6:].strip()
-                elif line.startswith("data:"):
-                    data = json.loads(line[5:])
-                    if event == "ready":
-                        self.stream_id = str(data["streamId"])
-                        ready.set()
-                    elif isinstance(data, dict) and "method" in data:
-                        params = data.get("params")
-                        self.subscribers.publish((str(data["method"]), params if isinstance(params, dict) else {}))
-                elif not line:
-                    event = "message"
-        except (OSError, ValueError, http.client.HTTPException):
+            for line in response.iter_lines():
+                item = reader.feed(line)
+                if item is None:
+                    continue
+                kind, value = item
+                if kind == "ready":
+                    self.stream_id = value
+                    ready.set()
+                else:
+                    self.subscribers.publish(value)
+        except (OSError, ValueError, self._httpx.HTTPError):
             pass
         finally:
+            with contextlib.suppress(Exception):
+                response.close()
             self.subscribers.publish(None)
 
     def close(self) -> None:
         self._closed = True
-        if self._sse is not None:
-            with contextlib.suppress(Exception):
-                sock = self._sse.sock
-                if sock is not None:
-                    import socket
-
-                    sock.shutdown(socket.SHUT_RDWR)
-            self._sse.close()
-        for connection in self._connections:
-            connection.close()
+        response = self._sse
+        if response is not None:
+            with contextlib.suppress(Exception):  # unblock the reader thread, which is inside a recv()
+                stream = response.extensions["network_stream"]
+                stream.get_extra_info("socket").shutdown(socket.SHUT_RDWR)
         self._pool.shutdown(wait=False, cancel_futures=True)
+        with contextlib.suppress(Exception):
+            self._client.close()
         self.subscribers.publish(None)

@@ -1,92 +1,85 @@
-"""JSON-RPC over HTTP/1.1 (``POST /rpc``) plus a Server-Sent Events stream (``GET /events``).
+"""JSON-RPC over HTTP/1.1 (``POST /rpc``) plus a Server-Sent Events stream (``GET /events``), on uvicorn.
 
-* ``POST /rpc`` (or ``/``): one JSON-RPC frame per request body; the answer is the
-  response frame (``204`` for a notification). ``Content-Length`` is required and
-  checked against the limit before the body is read: ``413`` and the connection
-  closes. Connections are kept alive.
-* ``GET /events[?sessionId=A&sessionId=B]``: ``text/event-stream``; the first event is
-  ``event: ready`` with ``{"streamId"}``, then each notification as one ``data:``
-  line holding the JSON-RPC notification frame. Send ``X-Dshpy-Stream: <streamId>``
-  with ``session.subscribe`` / ``session.unsubscribe`` to change what it carries.
+* ``POST /rpc`` (or ``/``): one JSON-RPC frame per request body, ``Content-Type:
+  application/json`` (``415`` otherwise); the answer is the response frame
+  (``204`` for a notification). ``Content-Length`` is required (``411``) and
+  checked against the limit before the body is read (``413``, connection
+  closed). Connections are kept alive. ``shutdown`` is refused over HTTP
+  (``-32601``) unless the server was started with ``allow_shutdown``.
+* ``GET /events[?sessionId=A&sessionId=B]``: ``text/event-stream``; the first event
+  is ``event: ready`` with ``{"streamId"}``, then each notification as one
+  ``data:`` line holding the JSON-RPC notification frame. A stream carries the
+  sessions named in its URL, the sessions its client creates, prompts, resumes or
+  forks while sending ``X-Dshpy-Stream: <streamId>``, and those it
+  ``session.subscribe``\\ s to (``session.subscribe {}``: everything).
 * ``GET /health``: ``{"ok": true}``.
 
-Security: the default bind is 127.0.0.1. Binding anywhere else needs a token
-(refused at startup otherwise); with a token every request needs
-``Authorization: Bearer <token>`` (compared with :func:`hmac.compare_digest`), else
-``401``. Without a token, requests whose ``Host`` is not a loopback name get ``403``
-(DNS-rebinding guard).
+Security (see :mod:`~dshpy.server.http_guard` for the trust model): the default
+bind is 127.0.0.1; binding anywhere else needs a token; with a token every request
+needs ``Authorization: Bearer <token>``; cross-origin browser requests are
+refused. Limits (see :mod:`~dshpy.server.connections`): a request head must arrive
+within ``head_timeout`` seconds and its body within ``body_timeout``; at most
+``max_connections`` connections are open (idle ones are evicted first), at most
+``max_streams`` event streams.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
-import ipaddress
 import logging
-import secrets
-from collections.abc import Callable
-from urllib.parse import parse_qs, urlsplit
+import resource
+import socket
+from collections.abc import Callable, Iterable
 
-import orjson
+import uvicorn
 
-from dshpy.core.ids import check_session_id
-
-from .hub import Subscription
+from .connections import ConnectionLimits, limited_protocol
+from .http_app import AppOptions, SsePeer, build_app
+from .http_guard import InsecureBindError, RequestGuard, is_loopback
 from .methods import Runtime
 from .protocol import DEFAULT_MAX_REQUEST_BYTES
 
-__all__ = ["HttpServer", "InsecureBindError", "is_loopback"]
+__all__ = ["ConnectionLimits", "HttpServer", "InsecureBindError", "is_loopback"]
 
 log = logging.getLogger("dshpy.server")
 MAX_HEAD_BYTES = 32 * 1024
-SSE_QUEUE_LIMIT = 10_000
-_REASONS = {
-    200: "OK",
-    204: "No Content",
-    400: "Bad Request",
-    401: "Unauthorized",
-    403: "Forbidden",
-    404: "Not Found",
-    405: "Method Not Allowed",
-    411: "Length Required",
-    413: "Payload Too Large",
-    431: "Request Header Fields Too Large",
-}
-_LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
+KEEP_ALIVE_SECONDS = 5
+GRACEFUL_SHUTDOWN_SECONDS = 3
+LISTEN_BACKLOG = 2048  # the kernel's queue: waiting there costs the server no descriptor
 
 
-class InsecureBindError(ValueError):
-    """A non-loopback bind address without a token."""
+def _accept_backlog(limits: ConnectionLimits) -> int:
+    """How many sockets asyncio accepts in one go (its ``backlog``) before any is refused or evicted."""
+    return max(16, min(128, limits.max_connections // 2))
 
 
-def is_loopback(host: str) -> bool:
-    if host in ("localhost",):
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
+def _ensure_descriptors(limits: ConnectionLimits) -> None:
+    """Raise the soft descriptor limit if the cap, one accept burst and the store could not fit in it."""
+    needed = limits.max_connections + 4 * _accept_backlog(limits) + 128  # a few bursts overlap (measured)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < needed:
+        target = needed if hard == resource.RLIM_INFINITY else min(hard, needed)
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        if soft < needed:
+            log.warning(
+                "open-file limit %d is below the %d that %d connections need: lower --max-connections",
+                soft,
+                needed,
+                limits.max_connections,
+            )
 
 
-class SsePeer:
-    def __init__(self, stream_id: str, subscription: Subscription) -> None:
-        self.stream_id = stream_id
-        self.subscription = subscription
-        self.queue: asyncio.Queue[bytes | None] = asyncio.Queue()
-        self.overflowed = False
-
-    def send(self, frame: bytes) -> None:
-        if self.overflowed:
-            return
-        if self.queue.qsize() >= SSE_QUEUE_LIMIT:  # a reader this slow is dropped, not buffered forever
-            self.overflowed = True
-            self.queue.put_nowait(None)
-            return
-        self.queue.put_nowait(frame)
+def _bind(host: str, port: int, backlog: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
+    return socket.create_server((host.strip("[]"), port), family=family, backlog=backlog)
 
 
 class HttpServer:
+    """One uvicorn server for one :class:`Runtime`; ``serve()`` runs until ``shutdown`` closes the runtime."""
+
     def __init__(
         self,
         runtime: Runtime,
@@ -95,26 +88,54 @@ class HttpServer:
         port: int = 8765,
         token: str | None = None,
         max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+        allowed_origins: Iterable[str] = (),
+        allow_shutdown: bool = False,
+        limits: ConnectionLimits | None = None,
+        max_streams: int = 64,
     ) -> None:
-        if not token and not is_loopback(host):
-            raise InsecureBindError(
-                f"refusing to listen on {host} without a token: pass --token or set DSHPY_TOKEN "
-                "(only loopback addresses may be served without one)"
-            )
+        self.guard = RequestGuard(token=token, host=host, port=port, allowed_origins=allowed_origins)
         self.runtime = runtime
         self.host = host
         self.port = port
-        self._token = token.encode() if token else None
+        self.limits = limits or ConnectionLimits()
         self.max_request_bytes = max_request_bytes
         self.streams: dict[str, SsePeer] = {}
-        self._server: asyncio.Server | None = None
-        self._connections: set[asyncio.Task[None]] = set()
+        options = AppOptions(max_request_bytes, allow_shutdown=allow_shutdown, max_streams=max_streams)
+        self.app = build_app(runtime, self.guard, options, self.streams)
+        self._server: uvicorn.Server | None = None
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(self._connection, self.host, self.port, limit=MAX_HEAD_BYTES)
-        sockets = self._server.sockets
-        if sockets:
-            self.port = int(sockets[0].getsockname()[1])
+        uvicorn_log = logging.getLogger("uvicorn.error")
+        if uvicorn_log.level == logging.NOTSET:  # one warning per malformed request would let anyone flood stderr
+            uvicorn_log.setLevel(logging.INFO if log.isEnabledFor(logging.INFO) else logging.ERROR)
+        _ensure_descriptors(self.limits)
+        backlog = _accept_backlog(self.limits)
+        sock = _bind(self.host, self.port, backlog=backlog)
+        self.port = int(sock.getsockname()[1])
+        self.guard.bound(self.port)
+        config = uvicorn.Config(
+            self.app,
+            http=limited_protocol(self.limits),
+            lifespan="off",
+            backlog=backlog,
+            log_config=None,
+            access_log=False,
+            server_header=False,
+            timeout_keep_alive=KEEP_ALIVE_SECONDS,
+            timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
+            h11_max_incomplete_event_size=MAX_HEAD_BYTES,
+        )
+        config.load()
+        server = uvicorn.Server(config)
+        server.lifespan = config.lifespan_class(config)
+        try:
+            await server.startup(sockets=[sock])
+        except BaseException:
+            sock.close()
+            raise
+        sock.listen(LISTEN_BACKLOG)  # asyncio listened with the accept burst; the kernel may queue more
+        self._server = server
+        self._socket = sock
 
     async def serve(self, ready: Callable[[HttpServer], None] | None = None) -> None:
         """Serve until ``shutdown`` is answered (or the task is cancelled)."""
@@ -128,171 +149,11 @@ class HttpServer:
             await self.stop()
 
     async def stop(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            for peer in self.streams.values():
+        server, self._server = self._server, None
+        if server is not None:
+            for peer in list(self.streams.values()):
                 peer.queue.put_nowait(None)
-            for task in list(self._connections):
-                task.cancel()
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._server.wait_closed(), 2)
-            self._server = None
+                await server.shutdown(sockets=[self._socket])
         if not self.runtime.closed.is_set():
             await self.runtime.close()
-
-    # -- one connection ------------------------------------------------------------
-
-    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        if task is not None:
-            self._connections.add(task)
-        try:
-            while await self._exchange(reader, writer):
-                pass
-        except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
-            pass
-        except Exception:
-            log.exception("HTTP connection failed")
-        finally:
-            if task is not None:
-                self._connections.discard(task)
-            writer.close()
-            with contextlib.suppress(Exception):
-                await writer.wait_closed()
-
-    async def _respond(
-        self,
-        writer: asyncio.StreamWriter,
-        status: int,
-        body: bytes = b"",
-        *,
-        content_type: str = "application/json",
-        close: bool = False,
-        extra: tuple[tuple[str, str], ...] = (),
-    ) -> bool:
-        lines = [f"HTTP/1.1 {status} {_REASONS.get(status, 'Error')}", f"Content-Length: {len(body)}"]
-        if body:
-            lines.append(f"Content-Type: {content_type}")
-        lines.extend(f"{name}: {value}" for name, value in extra)
-        lines.append("Connection: close" if close else "Connection: keep-alive")
-        writer.write(("\r\n".join(lines) + "\r\n\r\n").encode() + body)
-        await writer.drain()
-        return not close
-
-    async def _error(
-        self, writer: asyncio.StreamWriter, status: int, message: str, extra: tuple[tuple[str, str], ...] = ()
-    ) -> bool:
-        body = orjson.dumps({"error": message})
-        return await self._respond(writer, status, body, close=True, extra=extra)
-
-    async def _exchange(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
-        try:
-            head = await reader.readuntil(b"\r\n\r\n")
-        except asyncio.LimitOverrunError:
-            return await self._error(writer, 431, "request head too large")
-        except asyncio.IncompleteReadError:
-            return False
-        try:
-            request_line, *header_lines = head.decode("latin-1").split("\r\n")
-            verb, target, version = request_line.split(" ", 2)
-        except ValueError:
-            return await self._error(writer, 400, "malformed request line")
-        headers: dict[str, str] = {}
-        for line in header_lines:
-            if line:
-                name, _, value = line.partition(":")
-                headers[name.strip().lower()] = value.strip()
-        keep_alive = version == "HTTP/1.1" and headers.get("connection", "").lower() != "close"
-        if not self._authorized(headers):
-            challenge = (("WWW-Authenticate", "Bearer"),)
-            return await self._error(writer, 401, "missing or wrong bearer token", challenge)
-        if self._token is None and not self._host_allowed(headers.get("host", "")):
-            return await self._error(writer, 403, "Host header is not a loopback name")
-        url = urlsplit(target)
-        if verb == "POST" and url.path in ("/", "/rpc"):
-            return await self._rpc(reader, writer, headers, keep_alive)
-        if verb == "GET" and url.path == "/events":
-            await self._events(writer, url.query)
-            return False
-        if verb == "GET" and url.path == "/health":
-            return await self._respond(writer, 200, b'{"ok":true}', close=not keep_alive)
-        if url.path in ("/", "/rpc", "/events", "/health"):
-            return await self._error(writer, 405, f"{verb} is not allowed on {url.path}")
-        return await self._error(writer, 404, f"no such endpoint {url.path}")
-
-    def _authorized(self, headers: dict[str, str]) -> bool:
-        if self._token is None:
-            return True
-        scheme, _, given = headers.get("authorization", "").partition(" ")
-        if scheme.lower() != "bearer":
-            return False
-        return hmac.compare_digest(given.strip().encode(), self._token)
-
-    @staticmethod
-    def _host_allowed(host: str) -> bool:
-        if not host:
-            return True
-        name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
-        return name.lower() in _LOOPBACK_NAMES or is_loopback(name)
-
-    async def _rpc(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, headers: dict[str, str], keep_alive: bool
-    ) -> bool:
-        if "chunked" in headers.get("transfer-encoding", "").lower() or "content-length" not in headers:
-            return await self._error(writer, 411, "Content-Length is required")
-        try:
-            length = int(headers["content-length"])
-        except ValueError:
-            return await self._error(writer, 400, "bad Content-Length")
-        if length < 0:
-            return await self._error(writer, 400, "bad Content-Length")
-        if length > self.max_request_bytes:  # refused before a byte of the body is read
-            return await self._error(writer, 413, f"request larger than {self.max_request_bytes} bytes")
-        body = await reader.readexactly(length)
-        peer = self.streams.get(headers.get("x-dshpy-stream", ""))
-        frame = await self.runtime.handle_frame(body, peer)
-        if frame is None:
-            return await self._respond(writer, 204, close=not keep_alive)
-        return await self._respond(writer, 200, frame, close=not keep_alive)
-
-    async def _events(self, writer: asyncio.StreamWriter, query: str) -> None:
-        subscription = Subscription()
-        wanted = parse_qs(query).get("sessionId", [])
-        for session_id in wanted:
-            try:
-                subscription.subscribe(check_session_id(session_id))
-            except ValueError:
-                await self._error(writer, 400, "invalid sessionId")
-                return
-        peer = SsePeer(secrets.token_hex(16), subscription)
-        self.streams[peer.stream_id] = peer
-        self.runtime.hub.add(peer)
-        try:
-            writer.write(
-                b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
-                b"Connection: close\r\nX-Accel-Buffering: no\r\n\r\n"
-            )
-            ready = orjson.dumps({"streamId": peer.stream_id})
-            writer.write(b"event: ready\ndata: " + ready + b"\n\n")
-            await writer.drain()
-            while True:
-                try:
-                    frame = await asyncio.wait_for(peer.queue.get(), timeout=15)
-                except TimeoutError:
-                    writer.write(b": ping\n\n")
-                    await writer.drain()
-                    continue
-                if frame is None:
-                    return
-                parts = [b"data: " + frame + b"\n\n"]
-                while not peer.queue.empty():
-                    more = peer.queue.get_nowait()
-                    if more is None:
-                        writer.write(b"".join(parts))
-                        return
-                    parts.append(b"data: " + more + b"\n\n")
-                writer.write(b"".join(parts))
-                await writer.drain()
-        finally:
-            self.runtime.hub.remove(peer)
-            self.streams.pop(peer.stream_id, None)

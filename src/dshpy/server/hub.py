@@ -5,6 +5,12 @@ its one client). ``session.subscribe {sessionId}`` narrows it to an explicit set
 sessions (adding that one); ``session.subscribe {}`` widens it back to everything;
 ``session.unsubscribe {sessionId}`` drops one session, ``session.unsubscribe {}``
 drops them all.
+
+An HTTP event stream (``GET /events``) starts *scoped* instead: it carries only the
+sessions named in its URL, the sessions its client creates, prompts, resumes or
+forks with ``X-Dshpy-Stream`` (:meth:`Subscription.follow`), and those it
+subscribes to — so one client does not receive another's session events unless
+it asks (``session.subscribe {}`` still widens a stream to everything).
 """
 
 from __future__ import annotations
@@ -39,6 +45,17 @@ class Subscription:
             self.sessions.clear()
         else:
             self.sessions.discard(session_id)
+
+    def follow(self, session_id: str) -> bool:
+        """Add a session its client just used; ``True`` if it was not carried before."""
+        if self.everything or session_id in self.sessions:
+            return False
+        self.sessions.add(session_id)
+        return True
+
+    @classmethod
+    def scoped(cls, session_ids: Iterable[str] = ()) -> Subscription:
+        return cls(everything=False, sessions=set(session_ids))
 
     def to_json(self) -> dict[str, Any]:
         return {"all": self.everything, "sessionIds": sorted(self.sessions)}

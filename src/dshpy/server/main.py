@@ -15,7 +15,10 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .limits import ServerLimits
 
 __all__ = ["ServeOptions", "main", "run_server"]
 
@@ -24,6 +27,7 @@ __all__ = ["ServeOptions", "main", "run_server"]
 class ServeOptions:
     store_url: str | None = None
     profile: str = "sdk"
+    limits: ServerLimits = field(default_factory=ServerLimits)
     model: str | None = None
     base_url: str | None = None
     max_tokens: int | None = None
@@ -37,6 +41,28 @@ class ServeOptions:
     port: int = 8765
     token: str | None = None
     max_request_bytes: int = 1 << 20
+    allowed_origins: tuple[str, ...] = ()
+    allow_http_shutdown: bool = False
+    head_timeout: float = 10.0
+    body_timeout: float = 30.0
+    max_connections: int = 256
+    max_streams: int = 64
+
+
+def _make_home(url: str, home: Path) -> None:
+    """Create ``$DSHPY_HOME`` (0700, as the stores make their directories) when the store lives in it.
+
+    The home holds the sessions and the config; created world-readable, it would expose
+    what the stores write below it, and a store creates missing parents with the default mode.
+    """
+    from dshpy.storage.urls import parse_store_url
+
+    parsed = parse_store_url(url)
+    if parsed.scheme not in ("sqlite", "jsonl"):
+        return
+    home = home.absolute()
+    if Path(os.path.abspath(parsed.location)).is_relative_to(home):
+        home.mkdir(mode=0o700, parents=True, exist_ok=True)  # the mode applies to the home itself
 
 
 def run_server(options: ServeOptions, *, announce: bool = True) -> int:
@@ -45,14 +71,13 @@ def run_server(options: ServeOptions, *, announce: bool = True) -> int:
     from dshpy.sdk.profiles import load_profile
     from dshpy.storage.urls import default_store_url, dshpy_home, open_store
 
-    from .http import HttpServer
+    from .http import ConnectionLimits, HttpServer
     from .methods import Runtime, ServerSettings
     from .stdio import serve_stdio
 
     profile = load_profile(options.profile)
     url = options.store_url or profile.store or default_store_url()
-    if url.startswith("sqlite:///"):
-        dshpy_home().mkdir(parents=True, exist_ok=True)
+    _make_home(url, dshpy_home())
     settings = ServerSettings(
         model=options.model or profile.model,
         base_url=options.base_url or profile.base_url,
@@ -70,7 +95,7 @@ def run_server(options: ServeOptions, *, announce: bool = True) -> int:
 
     async def serve() -> None:
         store = open_store(url)
-        runtime = Runtime(store, settings)
+        runtime = Runtime(store, settings, limits=options.limits)
         try:
             if options.http:
                 server = HttpServer(
@@ -79,6 +104,14 @@ def run_server(options: ServeOptions, *, announce: bool = True) -> int:
                     port=options.port,
                     token=options.token,
                     max_request_bytes=options.max_request_bytes,
+                    allowed_origins=options.allowed_origins,
+                    allow_shutdown=options.allow_http_shutdown,
+                    limits=ConnectionLimits(
+                        head_timeout=options.head_timeout,
+                        body_timeout=options.body_timeout,
+                        max_connections=options.max_connections,
+                    ),
+                    max_streams=options.max_streams,
                 )
 
                 def ready(started: HttpServer) -> None:

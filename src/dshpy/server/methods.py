@@ -6,6 +6,15 @@ transport. Every session it writes to is held live (single writer) with one
 in a background task, so a long turn never blocks other requests or sessions.
 Every appended event is published as ``session.event``; a session's worker going
 busy/idle as ``session.status``; forks as ``subagent.started``.
+
+Live sessions and queued prompts are bounded (:mod:`~dshpy.server.live`,
+:mod:`~dshpy.server.limits`): idle sessions are closed and reopen on demand.
+Store reads and derivations that grow with a log (``session.get``, ``session.events``,
+``session.list``, opening, creating, forking, deleting) run in worker threads, so a
+request on a huge session never stalls the event loop, and with it every other
+client. The loop thread stays the only one that appends to a live session; a worker
+reads a live session only through its immutable event snapshot and its projection
+runner (which is safe to read while another thread appends), never its message cache.
 """
 
 from __future__ import annotations
@@ -14,8 +23,7 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field, replace
 from itertools import islice
 from typing import Any
@@ -29,6 +37,8 @@ from dshpy.log.session import Session
 from dshpy.storage.base import BaseStore
 
 from .hub import Hub, Peer
+from .limits import ServerLimits
+from .live import Live, LiveSessions, Queued
 from .protocol import (
     CONFLICT,
     INTERNAL_ERROR,
@@ -45,7 +55,7 @@ from .protocol import (
     rpc_error_of,
 )
 
-__all__ = ["SERVER_NAME", "Runtime", "ServerSettings"]
+__all__ = ["SERVER_NAME", "Runtime", "ServerLimits", "ServerSettings"]
 
 log = logging.getLogger("dshpy.server")
 SERVER_NAME = "dshpy"
@@ -67,25 +77,15 @@ class ServerSettings:
     timeouts: ModelTimeouts = field(default_factory=ModelTimeouts)
 
 
-@dataclass(slots=True)
-class _Queued:
-    message: dict[str, Any]
-    future: asyncio.Future[TurnResult] | None = None
+def _text_size(blocks: Iterable[dict[str, Any]]) -> int:
+    return sum(len(str(block.get("text", "")).encode()) for block in blocks)
 
 
-@dataclass(slots=True)
-class _Live:
-    session: Session
-    cwd: str
-    agent: Agent | None = None
-    queue: deque[_Queued] = field(default_factory=deque)
-    worker: asyncio.Task[None] | None = None
-    failure: BaseException | None = None
-    unsubscribe: Callable[[], None] | None = None
-
-    @property
-    def running(self) -> bool:
-        return self.worker is not None and not self.worker.done()
+def _close_quietly(session: Session) -> None:
+    try:
+        session.close()
+    except Exception:
+        log.exception("closing %s failed", session.id)
 
 
 def _current_cwd(session: Session) -> str | None:
@@ -97,17 +97,42 @@ def _current_cwd(session: Session) -> str | None:
     return session.header.cwd
 
 
+def _page(source: Iterable[SessionEvent], from_seq: int, limit: int, wanted: frozenset[str] | None) -> dict[str, Any]:
+    """One ``session.events`` page (in a worker thread: reading and encoding grow with the page)."""
+    if wanted is not None:
+        source = (event for event in source if event.type in wanted)
+    page = list(islice(source, limit + 1))
+    more = len(page) > limit
+    page = page[:limit]
+    next_seq = page[-1].seq + 1 if page else from_seq
+    return {"events": [event.to_wire() for event in page], "nextSeq": next_seq, "more": more}
+
+
+def _snapshot(session: Session) -> Any:
+    from dshpy.projections import snapshot
+
+    return snapshot(session)
+
+
 Handler = Callable[[Params, Peer | None], Awaitable[Any]]
 
 
 class Runtime:
     """Sessions, agents and the method table of one server."""
 
-    def __init__(self, store: BaseStore, settings: ServerSettings | None = None, hub: Hub | None = None) -> None:
+    def __init__(
+        self,
+        store: BaseStore,
+        settings: ServerSettings | None = None,
+        hub: Hub | None = None,
+        limits: ServerLimits | None = None,
+    ) -> None:
         self.store = store
         self.settings = settings or ServerSettings()
         self.hub = hub or Hub()
-        self.sessions: dict[str, _Live] = {}
+        self.live = LiveSessions(limits or ServerLimits(), self._close_live)
+        self._opening: dict[str, asyncio.Future[None]] = {}
+        self._sweeper: asyncio.TimerHandle | None = None
         self.closed = asyncio.Event()
         self._client: ChatClient | None = None
         self._methods: dict[str, Handler] = {
@@ -164,25 +189,83 @@ class Runtime:
     def _on_event(self, session: Session, event: SessionEvent) -> None:
         self._publish("session.event", {"sessionId": session.id, "event": event.to_wire()}, session.id)
 
-    def _adopt(self, session: Session, *, resume: bool) -> _Live:
-        if resume and len(session) and session.events[-1].type != "session/end-seed":
-            session.append("session/end-seed", {})  # as the agent would, but before publishing starts
-            session.flush()
-        live = _Live(session, _current_cwd(session) or self.settings.cwd)
+    def _adopt(self, session: Session, cwd: str | None) -> Live:
+        """Hold ``session`` live (the caller holds a :meth:`LiveSessions.slot`) and publish its appends."""
+        live = Live(session, cwd or self.settings.cwd)
         live.unsubscribe = session.subscribe(self._on_event)
-        self.sessions[session.id] = live
+        self.live.add(live)
+        self._schedule_sweep()
         return live
 
-    def _open(self, session_id: str, *, create: bool) -> _Live:
-        """The live session ``session_id``: held already, reopened from the store, or (``create``) new."""
-        live = self.sessions.get(session_id)
-        if live is not None:
-            return live
+    def _load(self, session_id: str, create: bool, marker: bool) -> tuple[Session, str | None]:
+        """Open (repairing) or create a session; runs in a worker thread, before anyone else sees the session.
+
+        ``marker``: append dsh's resume marker, as a write-open does; not when this server
+        closed the session itself for room, so that a reopen leaves no trace in the log.
+        """
         if self.store.exists(session_id):
-            return self._adopt(self.store.open(session_id), resume=True)
+            session = self.store.open(session_id)
+            try:
+                if marker and len(session) and session.events[-1].type != "session/end-seed":
+                    session.append("session/end-seed", {})  # as the agent would, but before publishing starts
+                    session.flush()
+                return session, _current_cwd(session)
+            except BaseException:
+                _close_quietly(session)
+                raise
         if not create:
             raise RpcError(SESSION_NOT_FOUND, f'session "{session_id}" not found', {"sessionId": session_id})
-        return self._adopt(self.store.create(session_id=session_id, cwd=self.settings.cwd), resume=False)
+        session = self.store.create(session_id=session_id, cwd=self.settings.cwd)
+        return session, session.header.cwd
+
+    async def _owned(self, call: Callable[[], tuple[Session, str | None]]) -> tuple[Session, str | None]:
+        """Run ``call`` (which opens a session) in a thread; if the request is cancelled meanwhile, close it."""
+        task = asyncio.ensure_future(asyncio.to_thread(call))
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+
+            def orphaned(done: asyncio.Future[tuple[Session, str | None]]) -> None:
+                if not done.cancelled() and done.exception() is None:
+                    _close_quietly(done.result()[0])
+
+            task.add_done_callback(orphaned)
+            raise
+
+    async def _open(self, session_id: str, *, create: bool) -> Live:
+        """The live session ``session_id``: held already, reopened from the store, or (``create``) new."""
+        while True:
+            live = self.live.get(session_id)
+            if live is not None:
+                return live
+            pending = self._opening.get(session_id)
+            if pending is None:
+                break
+            await asyncio.shield(pending)  # another request is opening it: use what it opened, or try again
+        opening = asyncio.get_running_loop().create_future()
+        self._opening[session_id] = opening
+        try:
+            with self.live.slot():
+                marker = not self.live.was_closed(session_id)
+                session, cwd = await self._owned(lambda: self._load(session_id, create, marker))
+                return self._adopt(session, cwd)
+        finally:
+            del self._opening[session_id]
+            opening.set_result(None)
+
+    def _schedule_sweep(self) -> None:
+        if self._sweeper is None and not self.closed.is_set():
+            delay = min(60.0, self.live.limits.idle_seconds / 2)
+            self._sweeper = asyncio.get_running_loop().call_later(delay, self._sweep)
+
+    def _sweep(self) -> None:
+        self._sweeper = None
+        try:
+            self.live.sweep()
+        except Exception:
+            log.exception("closing idle sessions failed")
+        if len(self.live):
+            self._schedule_sweep()
 
     def _model_client(self) -> ChatClient:
         if self._client is None:
@@ -196,7 +279,7 @@ class Runtime:
                 raise RpcError(MODEL_NOT_CONFIGURED, str(error)) from None
         return self._client
 
-    def _agent(self, live: _Live) -> Agent:
+    def _agent(self, live: Live) -> Agent:
         if live.agent is None:
             settings = self.settings
             system = settings.system_prompt
@@ -215,19 +298,19 @@ class Runtime:
             )
         return live.agent
 
-    def _enqueue(self, live: _Live, item: _Queued) -> None:
+    def _enqueue(self, live: Live, item: Queued) -> None:
         self._agent(live)
-        live.queue.append(item)
+        self.live.push(live, item)
         if not live.running:
             name = f"dshpy-serve-{live.session.id}"
             live.worker = asyncio.get_running_loop().create_task(self._work(live), name=name)
 
-    async def _work(self, live: _Live) -> None:
+    async def _work(self, live: Live) -> None:
         sid = live.session.id
         self._publish("session.status", {"sessionId": sid, "status": "running"}, sid)
         try:
             while live.queue:
-                item = live.queue.popleft()
+                item = self.live.pop(live)
                 agent = self._agent(live)
                 try:
                     result = await agent.run(item.message)
@@ -242,34 +325,40 @@ class Runtime:
                         item.future.set_exception(error)
                     continue
                 live.failure = None
+                live.notice_pending = False  # the turn claimed it
                 if item.future is not None and not item.future.done():
                     item.future.set_result(result)
         finally:
             self._drop_queue(live, "the session stopped before this prompt ran")
+            self.live.touch(live)  # idle from now
             self._publish("session.status", {"sessionId": sid, "status": "idle"}, sid)
 
-    @staticmethod
-    def _drop_queue(live: _Live, why: str) -> int:
+    def _drop_queue(self, live: Live, why: str) -> int:
         dropped = 0
         while live.queue:
-            item = live.queue.popleft()
+            item = self.live.pop(live)
             dropped += 1
             if item.future is not None and not item.future.done():
                 item.future.set_exception(RpcError(CONFLICT, why, {"sessionId": live.session.id}))
         return dropped
 
-    def _release(self, live: _Live) -> None:
+    @staticmethod
+    def _close_live(live: Live) -> None:
+        """Stop publishing and close the session (flushing it, releasing its lock); it is out of the registry."""
         if live.unsubscribe is not None:
             live.unsubscribe()
-        self.sessions.pop(live.session.id, None)
-        try:
-            live.session.close()
-        except Exception:
-            log.exception("closing %s failed", live.session.id)
+        _close_quietly(live.session)
+
+    def _release(self, live: Live) -> None:
+        self.live.remove(live)
+        self._close_live(live)
 
     async def close(self) -> None:
         """Cancel running turns (logged ``aborted``), close every session and the model client."""
-        lives = list(self.sessions.values())
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            self._sweeper = None
+        lives = list(self.live)
         for live in lives:
             self._drop_queue(live, "the server is shutting down")
             if live.agent is not None:
@@ -319,10 +408,10 @@ class Runtime:
             changes["max_tokens"] = max_tokens
         if changes:
             self.settings = replace(self.settings, **changes)
-            if "model" in changes and self._client is not None and not any(x.running for x in self.sessions.values()):
+            if "model" in changes and self._client is not None and not any(x.running for x in self.live):
                 await self._client.close()
                 self._client = None
-                for live in self.sessions.values():
+                for live in self.live:
                     live.agent = None
         from dshpy import __version__
 
@@ -331,28 +420,34 @@ class Runtime:
     async def prompt(self, p: Params, _peer: Peer | None) -> Any:
         session_id = p.session_id()
         blocks = p.content_blocks()
-        live = self._open(session_id, create=True)
+        size = _text_size(blocks)
+        self.live.check_bytes(size, session_id)  # before a new session is created for a prompt it would refuse
+        live = await self._open(session_id, create=True)
         message = user_message(blocks)
-        self._enqueue(live, _Queued(message))
+        self._enqueue(live, Queued(message, size))
         return {"messageId": message["id"]}
 
     async def resume(self, p: Params, _peer: Peer | None) -> Any:
-        self._open(p.session_id(), create=False)
+        await self._open(p.session_id(), create=False)
         return {}
 
     async def wait(self, p: Params, _peer: Peer | None) -> Any:
         session_id = p.session_id()
-        live = self.sessions.get(session_id)
+        live = self.live.get(session_id)
         if live is None:
-            raise RpcError(SESSION_NOT_FOUND, f"unknown SDK session: {session_id}", {"sessionId": session_id})
-        while live.worker is not None and not live.worker.done():
-            await asyncio.shield(live.worker)
-        if live.failure is not None:
-            raise RpcError(INTERNAL_ERROR, f"the turn failed: {type(live.failure).__name__}: {live.failure}")
+            if not self.live.was_closed(session_id):
+                raise RpcError(SESSION_NOT_FOUND, f"unknown SDK session: {session_id}", {"sessionId": session_id})
+            failure = self.live.closed_failure(session_id)  # closed while idle: nothing is running
+        else:
+            while live.worker is not None and not live.worker.done():
+                await asyncio.shield(live.worker)
+            failure = live.failure
+        if failure is not None:
+            raise RpcError(INTERNAL_ERROR, f"the turn failed: {type(failure).__name__}: {failure}")
         return {}
 
     async def get_cwd(self, p: Params, _peer: Peer | None) -> Any:
-        live = self._open(p.session_id(), create=True)
+        live = await self._open(p.session_id(), create=True)
         if not os.path.isdir(live.cwd):  # recover a vanished directory to the session's origin
             live.cwd = live.session.header.cwd or self.settings.cwd
         return {"cwd": live.cwd}
@@ -360,7 +455,7 @@ class Runtime:
     async def set_cwd(self, p: Params, _peer: Peer | None) -> Any:
         session_id = p.session_id()
         path = p.string("path", max_length=4096)
-        live = self._open(session_id, create=True)
+        live = await self._open(session_id, create=True)
         target = os.path.abspath(os.path.join(live.cwd, os.path.expanduser(path)))
         if not os.path.isdir(target):
             raise RpcError(INVALID_PARAMS, f"invalid params: path {target!r} is not a directory", {"field": "path"})
@@ -371,6 +466,7 @@ class Runtime:
             notice = f"The working directory changed from {before} to {target}."
             with contextlib.suppress(RpcError):  # no model configured: the change is logged, no notice
                 self._agent(live).inject(notice, source={"kind": "working-directory"})
+                live.notice_pending = True
             live.session.flush()
         return {"cwd": target}
 
@@ -383,39 +479,61 @@ class Runtime:
     async def create(self, p: Params, _peer: Peer | None) -> Any:
         session_id = p.session_id(required=False)
         cwd = p.string("cwd", required=False, max_length=4096)
-        session = self.store.create(session_id=session_id, cwd=os.path.abspath(cwd) if cwd else self.settings.cwd)
-        return self._info(self._adopt(session, resume=False).session)
+        where = os.path.abspath(cwd) if cwd else self.settings.cwd
+
+        def create() -> tuple[Session, str | None]:
+            session = self.store.create(session_id=session_id, cwd=where)
+            return session, session.header.cwd
+
+        with self.live.slot():
+            session, start = await self._owned(create)
+            return self._info(self._adopt(session, start).session)
 
     async def list(self, _p: Params, _peer: Peer | None) -> Any:
-        return {"sessions": [info.to_dict() for info in self.store.list()]}
+        infos = await asyncio.to_thread(self.store.list)
+        return {"sessions": [info.to_dict() for info in infos]}
+
+    def _describe(self, session: Session, live: Live | None, messages: int, projections: bool) -> dict[str, Any]:
+        result = self._info(session)
+        result["header"] = session.header.to_record()
+        result["running"] = live is not None and live.running
+        result["openTurn"] = session.open_turn
+        result["messages"] = messages
+        if projections:
+            result["projections"] = _snapshot(session)
+        return result
+
+    def _describe_stored(self, session_id: str, projections: bool) -> dict[str, Any]:
+        """``session.get`` of a session this server does not hold: in a worker thread, on a private view."""
+        session = self.store.inspect(session_id)
+        try:
+            return self._describe(session, None, len(session.derive_messages()), projections)
+        finally:
+            session.close()
 
     async def get(self, p: Params, _peer: Peer | None) -> Any:
         session_id = p.session_id()
-        live = self.sessions.get(session_id)
-        session = live.session if live is not None else self.store.inspect(session_id)
-        try:
-            result = self._info(session)
-            result["header"] = session.header.to_record()
-            result["running"] = live is not None and live.running
-            result["openTurn"] = session.open_turn
-            result["messages"] = len(session.derive_messages())
-            if p.boolean("projections", default=True):
-                from dshpy.projections import snapshot
-
-                result["projections"] = snapshot(session)
-            return result
-        finally:
-            if live is None:
-                session.close()
+        projections = p.boolean("projections", default=True)
+        live = self.live.get(session_id)
+        if live is None:
+            return await asyncio.to_thread(self._describe_stored, session_id, projections)
+        session = live.session
+        messages = len(session.derive_messages())  # incremental, and its cache belongs to the loop thread
+        result = self._describe(session, live, messages, False)
+        if projections:
+            result["projections"] = await asyncio.to_thread(_snapshot, session)
+        return result
 
     async def send(self, p: Params, _peer: Peer | None) -> Any:
         session_id = p.session_id()
         text = p.string("text", empty=True)
         with_events = p.boolean("events", default=True)
-        live = self._open(session_id, create=p.boolean("create", default=True))
+        size = len(text.encode())
+        self.live.check_bytes(size, session_id)
+        live = await self._open(session_id, create=p.boolean("create", default=True))
         message = user_message(text)
         future: asyncio.Future[TurnResult] = asyncio.get_running_loop().create_future()
-        self._enqueue(live, _Queued(message, future))
+        self._enqueue(live, Queued(message, size, future))
         result = await future
         answer: dict[str, Any] = {
             "sessionId": result.session_id,
@@ -433,37 +551,39 @@ class Runtime:
 
     async def events(self, p: Params, _peer: Peer | None) -> Any:
         session_id = p.session_id()
-        from_seq = p.integer("fromSeq", minimum=0) or 0
+        from_seq = p.integer("fromSeq") or 0
         limit = p.integer("limit", minimum=1, maximum=MAX_EVENTS_PAGE) or 1000
         types = p.str_list("types")
         wanted = None if types is None else frozenset(types)
-        live = self.sessions.get(session_id)
-        source = iter(live.session.events[from_seq:]) if live is not None else self.store.read(session_id, from_seq)
-        if wanted is not None:
-            source = (event for event in source if event.type in wanted)
-        page = list(islice(source, limit + 1))
-        more = len(page) > limit
-        page = page[:limit]
-        next_seq = page[-1].seq + 1 if page else from_seq
-        return {"events": [event.to_wire() for event in page], "nextSeq": next_seq, "more": more}
+        live = self.live.get(session_id)
+        if live is not None:
+            snapshot = live.session.events  # immutable: later appends do not show in it
+            return await asyncio.to_thread(lambda: _page(snapshot[from_seq:], from_seq, limit, wanted))
+        return await asyncio.to_thread(lambda: _page(self.store.read(session_id, from_seq), from_seq, limit, wanted))
 
     async def fork(self, p: Params, _peer: Peer | None) -> Any:
         session_id = p.session_id()
-        boundary = p.integer("boundary", minimum=0)
+        boundary = p.integer("boundary")
         child_id = p.session_id("childSessionId", required=False)
         close_open = p.boolean("closeOpenTurn")
-        source = self.sessions.get(session_id)
+        source = self.live.get(session_id)
         if source is not None:
             source.session.flush()
-        child = self.store.fork(session_id, boundary, child_id=child_id, close_open_turn=close_open)
-        live = self._adopt(child, resume=False)
+
+        def fork() -> tuple[Session, str | None]:
+            child = self.store.fork(session_id, boundary, child_id=child_id, close_open_turn=close_open)
+            return child, _current_cwd(child)
+
+        with self.live.slot():
+            child, cwd = await self._owned(fork)
+            live = self._adopt(child, cwd)
         params = {"parentSessionId": session_id, "childSessionId": child.id}
         self._publish("subagent.started", params, session_id, child.id)
         return self._info(live.session)
 
     async def cancel(self, p: Params, _peer: Peer | None) -> Any:
         session_id = p.session_id()
-        live = self.sessions.get(session_id)
+        live = self.live.get(session_id)
         if live is None:
             return {"cancelled": False, "dropped": 0}
         dropped = self._drop_queue(live, "cancelled")
@@ -473,13 +593,16 @@ class Runtime:
     async def delete(self, p: Params, _peer: Peer | None) -> Any:
         session_id = p.session_id()
         detach = p.boolean("detachForks")
-        live = self.sessions.get(session_id)
+        while (pending := self._opening.get(session_id)) is not None:
+            await asyncio.shield(pending)
+        live = self.live.get(session_id)
         if live is not None:
             if live.running:
                 message = f'session "{session_id}" is running a turn; cancel it first'
                 raise RpcError(CONFLICT, message, {"sessionId": session_id})
             self._release(live)
-        self.store.delete(session_id, detach_forks=detach)
+        self.live.forget(session_id)
+        await asyncio.to_thread(self.store.delete, session_id, detach_forks=detach)
         return {}
 
     async def subscribe(self, p: Params, peer: Peer | None) -> Any:

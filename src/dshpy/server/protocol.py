@@ -7,7 +7,8 @@ Error codes (``error.code``; ``error.data`` says more where noted):
 -32600     not a request: not an object, bad ``jsonrpc``/``method``/``id``, a batch,
            or a frame over the size limit (``data: {"limit": bytes}``)
 -32601     unknown method
--32602     invalid params; ``data: {"field": name}`` names the failing field
+-32602     invalid params; ``data: {"field": name}`` names the failing field (integers:
+           non-negative safe integers, at most 2**53 - 1, unless a method says otherwise)
 -32603     internal error (a bug; logged on the server's stderr)
 -32001     session not found (``data: {"sessionId"}``)
 -32002     conflict: the session is busy, already exists, or another writer holds it
@@ -15,6 +16,9 @@ Error codes (``error.code``; ``error.data`` says more where noted):
 -32004     corrupt or unsupported stored session
 -32005     other store error
 -32006     model not configured (no API key)
+-32007     a server limit is reached, nothing was done; retry later. ``data: {"limit", "max",
+           "sessionId"?}``, ``limit`` one of ``"queuedPrompts"`` (per session),
+           ``"queuedBytes"`` (all queues) or ``"liveSessions"`` (every live session busy)
 -32000     any other dshpy error
 =========  ===========================================================================
 """
@@ -27,6 +31,7 @@ from typing import Any
 import orjson
 
 from dshpy.core.ids import check_session_id
+from dshpy.core.json import MAX_SAFE_INTEGER
 from dshpy.errors import (
     ConflictError,
     CorruptSessionError,
@@ -49,6 +54,7 @@ __all__ = [
     "INTERNAL_ERROR",
     "INVALID_PARAMS",
     "INVALID_REQUEST",
+    "LIMIT_EXCEEDED",
     "METHOD_NOT_FOUND",
     "MODEL_NOT_CONFIGURED",
     "PARSE_ERROR",
@@ -77,6 +83,7 @@ FORK_ERROR = -32003
 CORRUPT = -32004
 STORE_ERROR = -32005
 MODEL_NOT_CONFIGURED = -32006
+LIMIT_EXCEEDED = -32007
 
 DEFAULT_MAX_REQUEST_BYTES = 1 << 20
 MAX_ID_LENGTH = 256
@@ -212,16 +219,18 @@ class Params:
         return value
 
     def integer(
-        self, name: str, *, required: bool = False, minimum: int | None = None, maximum: int | None = None
+        self, name: str, *, required: bool = False, minimum: int | None = 0, maximum: int = MAX_SAFE_INTEGER
     ) -> Any:
+        """An integer param, by default a non-negative safe integer (JSON peers lose precision past 2**53)."""
         value = self._get(name, required)
         if value is None:
             return None
         if isinstance(value, bool) or not isinstance(value, int):
             raise invalid(name, "must be an integer")
-        if minimum is not None and value < minimum:
-            raise invalid(name, f"must be at least {minimum}")
-        if maximum is not None and value > maximum:
+        low = -MAX_SAFE_INTEGER if minimum is None else minimum
+        if value < low:
+            raise invalid(name, f"must be at least {low}")
+        if value > maximum:
             raise invalid(name, f"must be at most {maximum}")
         return value
 

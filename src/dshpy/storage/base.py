@@ -28,6 +28,7 @@ import orjson
 from dshpy.core.events import SessionEvent, decode_event, encode_event, is_seq
 from dshpy.core.ids import check_session_id, new_session_id
 from dshpy.core.json import thaw
+from dshpy.core.vocabulary import KNOWN_EVENT_TYPES
 from dshpy.errors import (
     ConflictError,
     CorruptSessionError,
@@ -37,6 +38,7 @@ from dshpy.errors import (
     SessionExistsError,
     SessionNotFound,
     StoreError,
+    UnknownEventTypeError,
 )
 from dshpy.log.fork import plan_fork
 from dshpy.log.header import FORMAT_VERSION, SessionHeader
@@ -195,6 +197,24 @@ def parse_stored_event(session_id: str, seq: int, body: str | bytes) -> SessionE
     return event
 
 
+def readable(session_id: str, events: Iterable[SessionEvent]) -> Iterator[SessionEvent]:
+    """Pass stored events through the rule ``open()`` applies: a type this build does not know
+    must be marked ``ignorable``, or the log is refused rather than shown half-understood.
+
+    Every read path (``read``, ``read_types``, ``follow``, ``export``) goes through it, so a
+    log no reader can open is never streamed either.
+    """
+    known = KNOWN_EVENT_TYPES
+    for event in events:
+        if event.type not in known and not event.ignorable:
+            raise UnknownEventTypeError(
+                f'session "{session_id}" event {event.seq} has type "{event.type}", which this harness does not '
+                "know and which is not marked ignorable; the log was likely written by a newer harness — "
+                "upgrade dshpy to read it"
+            )
+        yield event
+
+
 def events_digest(events: Sequence[SessionEvent]) -> str:
     """SHA-256 over the canonical event bytes: each event's wire JSON plus ``\\n``."""
     digest = hashlib.sha256()
@@ -345,7 +365,7 @@ class BaseStore(ABC):
         """Stream the stored events with seq >= ``from_seq`` (inherited prefix included)."""
         check_session_id(session_id)
         check_from_seq(from_seq)
-        self._header(session_id)
+        DEFAULT_CHAIN.plan(self._header(session_id).version, session_id)
         return self._read_chain(session_id, from_seq)
 
     def read_types(self, session_id: str, types: Iterable[str], from_seq: int = 0) -> Iterator[SessionEvent]:
@@ -356,7 +376,7 @@ class BaseStore(ABC):
         """
         check_session_id(session_id)
         check_from_seq(from_seq)
-        self._header(session_id)
+        DEFAULT_CHAIN.plan(self._header(session_id).version, session_id)
         return self._typed_chain(session_id, tuple(sorted(set(types))), from_seq, None)
 
     def _typed_chain(
@@ -369,7 +389,7 @@ class BaseStore(ABC):
             parent, inherited = base
             yield from self._typed_chain(parent, types, from_seq, inherited if until is None else min(until, inherited))
             from_seq = inherited
-        yield from self._own_typed_events(session_id, types, from_seq, until)
+        yield from readable(session_id, self._own_typed_events(session_id, types, from_seq, until))
 
     def _own_typed_events(
         self, session_id: str, types: tuple[str, ...], from_seq: int, until: int | None
@@ -408,7 +428,7 @@ class BaseStore(ABC):
                         break
                     yield event
                 from_seq = inherited
-        yield from self._own_events(session_id, from_seq)
+        yield from readable(session_id, self._own_events(session_id, from_seq))
 
     def _load(self, session_id: str) -> tuple[SessionHeader, list[SessionEvent]]:
         check_session_id(session_id)

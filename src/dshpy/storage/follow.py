@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Iterator
 
 from dshpy.core.events import SessionEvent
+from dshpy.core.json import MAX_SAFE_INTEGER
 
 __all__ = ["StopSignal", "check_follow_args", "poll_follow", "stop_predicate", "wait_or_stop"]
 
@@ -46,7 +47,7 @@ def wait_or_stop(stop: StopSignal, seconds: float) -> None:
 
 def check_from_seq(from_seq: object) -> None:
     """Refuse a start position that is not a seq (every read takes one)."""
-    if type(from_seq) is not int or from_seq < 0:
+    if type(from_seq) is not int or not 0 <= from_seq <= MAX_SAFE_INTEGER:
         raise ValueError(f"from_seq must be a non-negative safe integer, got {from_seq!r}")
 
 

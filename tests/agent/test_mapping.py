@@ -143,3 +143,30 @@ def test_openai_usage_subtracts_cached_tokens_from_input():
     assert token_usage(usage) == {"inputTokens": 30, "outputTokens": 5, "cacheReadTokens": 20, "totalTokens": 55}
     assert token_usage(None) is None
     assert token_usage({"foo": 1}) is None
+
+
+@pytest.mark.parametrize(
+    ("pieces", "text"),
+    [
+        (["a\ud83d", "\ude00b"], "a😀b"),
+        (["\ud83d", "\ude00"], "😀"),
+        (["a\ud83d", "b"], "a\ud83db"),  # a high half not followed by a low one stays, in place
+        (["\ud83d", "\ud83d", "\ude00"], "\ud83d😀"),
+        (["x\ude00"], "x\ude00"),  # a lone low half is passed on as sent
+        (["end \ud83d"], "end \ud83d"),  # released when the block ends
+    ],
+)
+def test_surrogate_halves_split_between_deltas_are_joined_and_lone_ones_kept(pieces, text):
+    out = run([delta(content=piece) for piece in pieces] + [finish("stop")])
+    deltas = [o["text"] for o in out if o["type"] == "text-delta"]
+    assert "".join(deltas) == text
+    assert all(piece for piece in deltas)  # a delta held back entirely is not sent empty
+    assert [o["block"] for o in out if o["type"] == "block-end"] == [{"type": "text", "text": text}]
+
+
+def test_a_held_back_half_is_released_before_the_next_block_starts():
+    out = run([delta(content="hi \ud83d"), delta(reasoning_content="\ude00"), finish("stop")])
+    assert [o["block"] for o in out if o["type"] == "block-end"] == [
+        {"type": "text", "text": "hi \ud83d"},
+        {"type": "reasoning", "text": "\ude00"},
+    ]

@@ -9,6 +9,7 @@ a truly lone half at the end of the stream stays exactly as the server sent it.
 from __future__ import annotations
 
 import asyncio
+import http.client
 import json
 
 from e2e_support import client_for, make_agent, of_type
@@ -40,8 +41,6 @@ def run_agent(script, **options):
 
 def test_the_wire_really_splits_the_pair():
     with FakeModelServer([Reply.deltas("a" + HIGH, LOW + "b")]) as server:
-        import http.client
-
         connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=5)
         connection.request("POST", "/chat/completions", json.dumps({"model": "m", "messages": []}))
         body = connection.getresponse().read().decode()

@@ -592,6 +592,15 @@ class JsonlStore(BaseStore):
             data = file.read()
         parse = self._scan_zstd if self._compressed else self._scan_plain
         scan = parse(data, session_id, location, light=light)
+        if scan.truncate_to is not None:
+            log.info(
+                'session "%s": reading without a torn tail of %d bytes at byte %d of %s (never acknowledged; '
+                "the next write sets it aside)",
+                session_id,
+                scan.size - scan.truncate_to,
+                scan.truncate_to,
+                location.path,
+            )
         if not light and len(data) == stat.st_size:
             self._cache.put(location.path, _revision(stat), scan)
         return scan

@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -172,3 +173,61 @@ def test_a_torn_tail_is_kept_when_the_disk_is_too_full_to_set_it_aside(mount_poi
     assert path.read_bytes().startswith(committed)
     assert damaged.endswith(aside.read_bytes())
     assert [event.to_wire() for event in dshpy.open_store(store.url).read("s1")][-1]["data"] == {"after": "crash"}
+
+
+def _as_nobody(url: str, report: int) -> None:
+    """The forked child: drop to user ``nobody``, read, try to write, report each outcome in one line."""
+    os.setgid(65534)
+    os.setuid(65534)
+    store = dshpy.open_store(url)
+    lines = [f"{len(list(store.read('s1')))} {[info.id for info in store.list()]}"]
+    for write in (lambda: store.open("s1"), lambda: store.create(session_id="s2", cwd="/w")):
+        try:
+            write()
+        except ReadOnlyStoreError as error:
+            lines.append(f"refused: {error}")
+        except BaseException as error:  # reported, so the parent's assertion shows it
+            lines.append(f"unexpected: {error!r}")
+    os.write(report, "\n".join(lines).encode())
+
+
+@pytest.fixture
+def world_readable_dir() -> Iterator[Path]:
+    """A fresh 0755 directory straight under the temp dir (pytest's own base is private to root)."""
+    base = Path(tempfile.mkdtemp(prefix="dshpy-perm-"))
+    base.chmod(0o755)
+    try:
+        yield base
+    finally:
+        shutil.rmtree(base)
+
+
+@pytest.mark.parametrize("compression", COMPRESSIONS)
+def test_a_root_another_user_owns_reads_and_refuses_writes(world_readable_dir: Path, compression: str) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("switching to another user (to be refused by file permissions) needs root")
+    root = world_readable_dir / "root"
+    store = JsonlStore(root, compression=compression)
+    session = store.create(session_id="s1", cwd="/w")
+    TurnScript(session).turn("mine")
+    session.close()
+    for directory in (root, *(p for p in root.rglob("*") if p.is_dir())):
+        directory.chmod(0o755)  # others may enter and list, not write
+    for file in (p for p in root.rglob("*") if p.is_file()):
+        file.chmod(0o644)
+    url = f"jsonl:///{root}?compression={compression}"
+    list(dshpy.open_store(url).read("s1"))  # every module the child needs is imported before it drops root
+    report, report_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        os.close(report)
+        try:
+            _as_nobody(url, report_w)
+        finally:
+            os._exit(0)
+    os.close(report_w)
+    with os.fdopen(report) as pipe:
+        lines = pipe.read().splitlines()
+    os.waitpid(pid, 0)
+    assert lines[0] == f"{len(session.events)} ['s1']"
+    assert len(lines) == 3 and all(line.startswith("refused:") and "read-only" in line for line in lines[1:]), lines

@@ -21,6 +21,7 @@ _LITERALS = ("true", "false", "null")
 _WHITESPACE = frozenset(" \t\r")  # no "\n": it would have ended the line
 _HEX = frozenset("0123456789abcdefABCDEF")
 _ESCAPES = frozenset('"\\/bfnrtu')
+_STRING_SPECIAL = re.compile(r'["\\\x00-\x1f]')  # what ends a run of plain string characters
 
 # What the parser expects next.
 _VALUE, _KEY_OR_CLOSE, _KEY, _COLON, _AFTER_VALUE, _VALUE_OR_CLOSE, _DONE = range(7)
@@ -134,27 +135,25 @@ def _skip_string(text: str, i: int) -> int | None:
     the string is invalid (a raw control character or a bad escape).
     """
     size = len(text)
-    while i < size:
+    while (special := _STRING_SPECIAL.search(text, i)) is not None:
+        i = special.start()
         char = text[i]
         if char == '"':
             return i + 1
-        if char < " ":
+        if char != "\\":
+            return None  # a raw control character
+        if i + 1 == size:
+            return size
+        escape = text[i + 1]
+        if escape not in _ESCAPES:
             return None
-        if char == "\\":
-            if i + 1 == size:
-                return size
-            escape = text[i + 1]
-            if escape not in _ESCAPES:
+        if escape == "u":
+            digits = text[i + 2 : i + 6]
+            if any(digit not in _HEX for digit in digits):
                 return None
-            if escape == "u":
-                digits = text[i + 2 : i + 6]
-                if any(digit not in _HEX for digit in digits):
-                    return None
-                if len(digits) < 4:
-                    return size
-                i += 6
-                continue
+            if len(digits) < 4:
+                return size
+            i += 6
+        else:
             i += 2
-            continue
-        i += 1
     return size

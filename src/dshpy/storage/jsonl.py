@@ -1058,6 +1058,11 @@ class _JsonlWriter:
                     fd = self._fd = os.open(self._location.path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
                 except FileNotFoundError:
                     raise SessionNotFound(f'session "{session_id}" was deleted') from None
+                except OSError as error:  # e.g. a log file another user owns, in a directory we may write
+                    refusal = _refusal(error, f'session "{session_id}": cannot open its log for appending')
+                    if refusal is None:
+                        raise
+                    raise refusal from None
             self._scan = self._store._append_batch(session_id, self._location, scan, events, fd)
 
     def _current(self) -> _Scan:

@@ -46,7 +46,10 @@ class ZstdFrameError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class FrameScan:
-    """Complete frames as ``(start, end)`` byte ranges, and where a torn final frame starts."""
+    """Complete frames as ``(start, end)`` byte ranges, and where an incomplete final frame starts.
+
+    An incomplete final frame is only *possibly* torn: :func:`check_torn` decides.
+    """
 
     frames: list[tuple[int, int]]
     torn_start: int | None = None
@@ -55,8 +58,9 @@ class FrameScan:
 def scan_frames(buffer: bytes, max_frames: int | None = None) -> FrameScan:
     """Locate complete frames without decompressing them (at most ``max_frames``).
 
-    Raises :class:`ZstdFrameError` for invalid structure; EOF inside a frame ends the
-    scan with ``torn_start`` set to that frame's first byte.
+    Raises :class:`ZstdFrameError` for invalid structure (trailing bytes that cannot
+    begin a frame included); EOF inside a frame ends the scan with ``torn_start`` set
+    to that frame's first byte.
     """
     frames: list[tuple[int, int]] = []
     size = len(buffer)

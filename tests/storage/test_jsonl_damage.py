@@ -183,6 +183,22 @@ def test_a_damaged_block_header_in_the_last_frame_is_corruption(tmp_path: Path) 
         assert path.read_bytes() == damaged
 
 
+def test_a_damaged_frame_followed_by_a_really_torn_one_is_corruption(tmp_path: Path) -> None:
+    root = tmp_path / "zstd"
+    path, original, _ = committed_log(root, "zstd")  # frames: header, turn 1, turn 2
+    frames = scan_frames(original).frames
+    start, _end = frames[1]
+    last_start, last_end = frames[-1]
+    damaged = flipped(original, block_header_at(original, start) + 2, 0x01)[: last_start + (last_end - last_start) // 2]
+    path.write_bytes(damaged)  # frame 1's block size damaged, and a crash cut the last frame
+    store = JsonlStore(root, compression="zstd")
+    with pytest.raises(CorruptSessionError, match=rf"zstd frame 1 at byte {start}\b.*up to the frame at byte"):
+        list(store.read("s1"))
+    with pytest.raises(CorruptSessionError):
+        store.open("s1")
+    assert path.read_bytes() == damaged
+
+
 def test_trailing_bytes_that_cannot_begin_a_frame_are_corruption(tmp_path: Path) -> None:
     root = tmp_path / "zstd"
     path, original, events = committed_log(root, "zstd")

@@ -208,7 +208,9 @@ def check_torn(buffer: bytes, start: int) -> None:
 
     Torn means a crash cut the last write short: the frame runs to the end of the file,
     no complete frame follows inside what it claims, and no re-reading of one damaged
-    descriptor or block header makes it a complete frame whose checksum matches.
+    descriptor or block header makes it (or its bytes up to a later frame's magic, the
+    case of a damaged frame followed by a really torn one) a complete frame whose
+    checksum matches.
     """
     position = buffer.find(_MAGIC_BYTES, start + 1)
     while position >= 0:
@@ -216,6 +218,11 @@ def check_torn(buffer: bytes, start: int) -> None:
             raise ZstdFrameError(
                 f"it runs past the end of the file, but a complete frame at byte {position} follows it "
                 "(damaged frame or block header)"
+            )
+        if position - start > 4 + _CHECKSUM and _complete_under_one_damaged_field(buffer[start:position]):
+            raise ZstdFrameError(  # a damaged committed frame, and then a frame a crash really cut
+                f"it runs past the end of the file, but its bytes up to the frame at byte {position} are a complete "
+                "frame whose checksum matches once one header field is read as damaged"
             )
         position = buffer.find(_MAGIC_BYTES, position + 1)
     frame = buffer[start:]

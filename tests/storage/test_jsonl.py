@@ -311,12 +311,13 @@ def test_a_live_writer_notices_its_log_deleted_replaced_or_written_by_someone_el
         replaced.close()
 
     foreign, path, before = live_with_a_flushed_turn("foreign")
+    stray = b'{"t' if store.compression == "none" else b"\x28\xb5\x2f"  # what a torn write could leave
     with open(path, "ab") as handle:
-        handle.write(b"x" * 3)
+        handle.write(stray)
     TurnScript(foreign).turn("after the foreign write")
     with pytest.raises(ConflictError, match="changed on disk"):
         foreign.flush()
-    assert path.read_bytes() == before + b"xxx"
+    assert path.read_bytes() == before + stray
     with pytest.raises(ConflictError):
         foreign.close()
     reopened = store.open("foreign")  # the lock was let go
@@ -377,24 +378,22 @@ def test_truncated_last_line_is_ignored_then_cut_before_the_next_write(root: Pat
     assert wires(store.read("s1")) == wires(reopened.events)
 
 
-def test_garbage_tail_without_a_later_turn_end_is_recovered(root: Path) -> None:
+def test_a_garbage_tail_of_complete_lines_is_corruption_not_a_torn_tail(root: Path) -> None:
+    # dsh drops damaged lines that no committed turn/end follows; a complete line was written
+    # whole, though, so dropping it would lose events silently (issue #11): it is corruption.
     store = _plain_store(root)
     session = finished_session(store)
     path = log_file(store, "s1", "/w")
     data = path.read_bytes()
     step = orjson.dumps({"type": "turn/start", "seq": len(session.events), "time": 1, "data": {"turn": 3}})
-    path.write_bytes(data + b'{"type":"turn/st\n' + step + b"\nmore garbage")
-    assert wires(store.read("s1")) == wires(session.events)
-    assert store.stat("s1").event_count == len(session.events)
-    assert {i.id: i.event_count for i in store.list()} == {"s1": len(session.events)}
-    assert path.read_bytes().endswith(b"more garbage")  # reading never writes
-    live = store.open("s1")
-    assert path.read_bytes().endswith(b"more garbage")  # nothing to append yet, nothing cut
-    TurnScript(live).turn("after the crash")
-    live.close()
-    repaired = path.read_bytes()
-    assert repaired.startswith(data) and b"garbage" not in repaired and b'"turn/st\n' not in repaired
-    assert wires(store.read("s1")) == wires(live.events)
+    damaged = data + b'{"type":"turn/st\n' + step + b"\nmore garbage"
+    path.write_bytes(damaged)
+    line = data.count(b"\n") + 1
+    for call in (lambda: list(store.read("s1")), lambda: store.stat("s1"), lambda: store.open("s1")):
+        with pytest.raises(CorruptSessionError, match=rf"unparsable committed event at line {line}\b"):
+            call()
+    assert store.list() == []  # listed sessions are readable ones (the damaged one is logged)
+    assert path.read_bytes() == damaged  # nothing written
 
 
 def test_damage_before_a_committed_turn_end_is_corruption_naming_the_line(root: Path) -> None:
@@ -405,7 +404,7 @@ def test_damage_before_a_committed_turn_end_is_corruption_naming_the_line(root: 
     lines[3] = b"{not json"  # line 4 of the file: event seq 2
     path.write_bytes(b"\n".join(lines))
     for call in (lambda: list(store.read("s1")), lambda: store.open("s1"), lambda: store.inspect("s1")):
-        with pytest.raises(CorruptSessionError, match=r"unparsable committed event at line 4\b.*turn/end at line"):
+        with pytest.raises(CorruptSessionError, match=r"unparsable committed event at line 4\b"):
             call()
     with pytest.raises(CorruptSessionError, match="at line 4"):
         store.stat("s1")

@@ -15,16 +15,26 @@ Durability and crash safety follow dsh (dsh-v4 §2.4, §2.5, §6.2):
 * a batch is appended and fsynced; a failed write is truncated back off;
 * the single writer holds a non-blocking ``flock`` on ``session.lock`` for its
   whole lifetime (readers never lock); the kernel drops it when the process dies;
-* a torn tail (bytes of a batch whose flush never returned) is ignored on read and
-  truncated before the next append; a cut final zstd frame gives back the complete
-  records it holds, which are re-appended as their own frame. Damage that a later
-  committed ``turn/end`` follows — or any damage inside a complete zstd frame — is
-  corruption: :class:`~dshpy.errors.CorruptSessionError`, never a silent repair.
+* a torn tail (bytes of a batch whose flush never returned) is ignored on read; before
+  the next append its bytes are moved aside to ``<log>.torn-<UTC time>``, logged, and
+  cut off. A cut final zstd frame gives back the complete records it holds, which are
+  re-appended as their own frame.
+
+Only a *provably* torn tail is dropped (issue #11): in plain JSONL an unterminated
+final line that is the start of a JSON object line; compressed, an incomplete final
+frame that no re-reading of one header field makes complete and after which nothing
+decodes (:func:`~dshpy.storage.zstd_frames.check_torn`). Every complete line must be
+the next valid event and every complete frame must decode and verify its checksum.
+Anything else is :class:`~dshpy.errors.CorruptSessionError`, naming the line or frame,
+and nothing is written. A write the filesystem refuses is
+:class:`~dshpy.errors.ReadOnlyStoreError` or, when the disk is full,
+:class:`~dshpy.errors.StoreFullError` (the failed batch is cut back off).
 """
 
 from __future__ import annotations
 
 import contextlib
+import datetime
 import errno
 import fcntl
 import logging
@@ -47,14 +57,17 @@ from dshpy.errors import (
     CorruptSessionError,
     DshError,
     FormatVersionError,
+    ReadOnlyStoreError,
     SessionExistsError,
     SessionNotFound,
     StoreError,
+    StoreFullError,
 )
 from dshpy.log.header import FORMAT_VERSION, SessionHeader
 from dshpy.log.session import SessionWriter
 from dshpy.log.versions import DEFAULT_CHAIN
 from dshpy.storage.base import BaseStore, SessionInfo, StoredRecord
+from dshpy.storage.json_prefix import is_json_object_prefix
 from dshpy.storage.jsonl_layout import (
     LOCK_FILENAME,
     decode_segment,
@@ -67,6 +80,7 @@ from dshpy.storage.projection_cache import ProjectionRow
 from dshpy.storage.urls import StoreURL
 from dshpy.storage.zstd_frames import (
     ZstdFrameError,
+    check_torn,
     compress_frame,
     decompress_frame,
     decompress_prefix,
@@ -88,6 +102,9 @@ _HEADER_REQUIRED = ("type", "version", "id", "createdAt", "isSeeded", "delegatio
 _CACHE_ENTRIES = 8
 _LOCK_ATTEMPTS = 3
 _READ_CHUNK = 8192
+_TORN_SUFFIX = ".torn-"
+_READ_ONLY_ERRNOS = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})
+_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 
 Revision = tuple[int, int, int, int, int]
 """``(dev, ino, size, mtime_ns, ctime_ns)``: changes whenever the file does (dsh's revision)."""
@@ -102,6 +119,30 @@ def _revision(st: os.stat_result) -> Revision:
 
 
 # -- small POSIX helpers --------------------------------------------------------------------
+
+
+def _refusal(error: OSError, what: str) -> StoreError | None:
+    """The store error for a write the filesystem refused for good (read-only, full), else ``None``."""
+    if error.errno in _FULL_ERRNOS:
+        return StoreFullError(f"{what}: the disk is full ({error.strerror}); nothing was written, free space and retry")
+    if error.errno in _READ_ONLY_ERRNOS:
+        where = f" ({error.filename})" if error.filename else ""
+        return ReadOnlyStoreError(
+            f"{what}: the store is read-only{where}: {error.strerror}; it can be read but not written"
+        )
+    return None
+
+
+@contextlib.contextmanager
+def _writing(what: str) -> Iterator[None]:
+    """Turn a refused write into :class:`ReadOnlyStoreError` / :class:`StoreFullError`; other errors pass."""
+    try:
+        yield
+    except OSError as error:
+        refusal = _refusal(error, what)
+        if refusal is None:
+            raise
+        raise refusal from error
 
 
 def _fsync_dir(path: Path) -> None:
@@ -130,6 +171,35 @@ def _make_dir(path: Path) -> None:
     _fsync_dir(path.parent)
 
 
+def _set_aside(path: Path, start: int, end: int) -> Path:
+    """Copy bytes ``start:end`` of ``path`` (a torn tail) to a new ``<name>.torn-<UTC time>`` beside it, durably.
+
+    The tail was never acknowledged, but a damaged log can look torn in ways no check
+    foresees; keeping its bytes lets a person look before they are gone.
+    """
+    with open(path, "rb") as source:
+        source.seek(start)
+        tail = source.read(end - start)
+    stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%S.%fZ")
+    aside = path.with_name(f"{path.name}{_TORN_SUFFIX}{stamp}")
+    while True:
+        try:
+            fd = os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+            break
+        except FileExistsError:
+            aside = path.with_name(f"{path.name}{_TORN_SUFFIX}{stamp}-{secrets.token_hex(3)}")
+    try:
+        _write_all(fd, tail)
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        os.unlink(aside)
+        raise
+    os.close(fd)
+    _fsync_dir(path.parent)
+    return aside
+
+
 class _Lock:
     """A held ``flock`` on a session's ``session.lock``; closing the descriptor releases it."""
 
@@ -152,6 +222,11 @@ class _Lock:
                 fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
             except FileNotFoundError:
                 raise SessionNotFound(f"session directory {session_dir} no longer exists") from None
+            except OSError as error:
+                refusal = _refusal(error, f"cannot take the writer lock {path}")
+                if refusal is None:
+                    raise
+                raise refusal from None
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError as error:
@@ -213,15 +288,17 @@ class _Scan:
 
 
 class _Rows:
-    """dsh's recoverable JSONL row scanner (``SessionLogScanner``), one event line at a time.
+    """The event lines of a log, one complete (``\\n``-terminated) line at a time.
 
-    A line that does not parse or decode, or breaks seq continuity, is an *issue*:
-    it and every later line are dropped, unless a later line is a ``turn/end`` —
-    then a committed turn follows the damage and the log is corrupt. A ``light``
-    scan (listing) only checks each row's ``type``, ``seq`` and ``time`` and keeps no events.
+    A complete line was written whole, so one that does not parse or decode, or breaks
+    seq continuity, is damage, not a torn write: corruption naming its line (and
+    ``where``, e.g. its zstd frame). dsh drops such a line and everything after it when
+    no ``turn/end`` follows; we refuse, since that loses committed events silently. A
+    ``light`` scan (listing) only checks each row's ``type``, ``seq`` and ``time`` and
+    keeps no events.
     """
 
-    __slots__ = ("_corrupt", "count", "events", "issue", "last_time", "light", "line")
+    __slots__ = ("_corrupt", "count", "events", "last_time", "light", "line", "where")
 
     def __init__(self, corrupt: Callable[[str], CorruptSessionError], *, light: bool) -> None:
         self._corrupt = corrupt
@@ -229,28 +306,21 @@ class _Rows:
         self.events: list[SessionEvent] = []
         self.count = 0
         self.last_time: int | None = None
-        self.issue: str | None = None
         self.line = 0
+        self.where = ""
 
     @property
     def line_number(self) -> int:
         """1-based line number of the current row in the decompressed log (the header is line 1)."""
         return self.line + 1
 
-    def feed(self, line: bytes) -> bool:
-        """Consume one complete line (without its ``\\n``); return whether it was accepted."""
+    def feed(self, line: bytes) -> None:
+        """Consume one complete line (without its ``\\n``)."""
         self.line += 1
         try:
             raw = loads(line)
         except ValueError:
-            if self.issue is None:
-                self.issue = f"unparsable committed event at line {self.line_number}"
-            return False
-        is_turn_end = isinstance(raw, dict) and raw.get("type") == "turn/end"
-        if self.issue is not None:
-            if is_turn_end:
-                raise self._corrupt(f"{self.issue}, and the committed turn/end at line {self.line_number} follows it")
-            return False
+            raise self._corrupt(f"unparsable committed event at line {self.line_number}{self.where}") from None
         try:
             if self.light:
                 seq, time = self._light(raw)
@@ -260,15 +330,11 @@ class _Rows:
             if seq != self.count:
                 raise ValueError(f"seq gap (expected {self.count}, got {seq})")
         except (DshError, ValueError) as error:
-            self.issue = f"invalid committed event at line {self.line_number}: {error}"
-            if is_turn_end:
-                raise self._corrupt(self.issue) from None
-            return False
+            raise self._corrupt(f"invalid committed event at line {self.line_number}{self.where}: {error}") from None
         if not self.light:
             self.events.append(event)
         self.count += 1
         self.last_time = time
-        return True
 
     @staticmethod
     def _light(raw: Any) -> tuple[int, int]:
@@ -526,6 +592,15 @@ class JsonlStore(BaseStore):
             data = file.read()
         parse = self._scan_zstd if self._compressed else self._scan_plain
         scan = parse(data, session_id, location, light=light)
+        if scan.truncate_to is not None:
+            log.info(
+                'session "%s": reading without a torn tail of %d bytes at byte %d of %s (never acknowledged; '
+                "the next write sets it aside)",
+                session_id,
+                scan.size - scan.truncate_to,
+                scan.truncate_to,
+                location.path,
+            )
         if not light and len(data) == stat.st_size:
             self._cache.put(location.path, _revision(stat), scan)
         return scan
@@ -536,13 +611,20 @@ class JsonlStore(BaseStore):
             raise self._corruption(session_id, location, "empty or header-less session log")
         header = self._parse_header(data[:newline], session_id, location)
         rows = _Rows(lambda detail: self._corruption(session_id, location, detail), light=light)
-        committed = start = newline + 1
+        start = newline + 1
         while (end := data.find(b"\n", start)) >= 0:
-            if rows.feed(data[start:end]):
-                committed = end + 1
+            rows.feed(data[start:end])
             start = end + 1
-        truncate_to = committed if committed < len(data) else None
-        return _Scan(header, rows.events, rows.count, len(data), truncate_to, 0, rows.last_time)
+        if start == len(data):
+            return _Scan(header, rows.events, rows.count, len(data), None, 0, rows.last_time)
+        if not is_json_object_prefix(data[start:]):
+            raise self._corruption(
+                session_id,
+                location,
+                f"unterminated final line {rows.line_number + 1} ({len(data) - start} bytes at byte {start}) "
+                "is not the start of an event line, so it is damage, not a torn write",
+            )
+        return _Scan(header, rows.events, rows.count, len(data), start, 0, rows.last_time)
 
     def _scan_zstd(self, data: bytes, session_id: str, location: _Location, *, light: bool) -> _Scan:
         def corrupt(detail: str) -> CorruptSessionError:
@@ -571,22 +653,36 @@ class JsonlStore(BaseStore):
                 ) from None
             lines = plaintext.split(b"\n")
             carry = lines.pop()
+            rows.where = f" in complete zstd frame {index} at byte {start}"
             for line in lines:
                 rows.feed(line)
-                if rows.issue is not None:  # inside a checksummed frame nothing is a torn tail
-                    raise corrupt(f"{rows.issue} in complete zstd frame {index} at byte {start}")
         if carry:
             last = len(structure.frames) - 1
             raise corrupt(f"complete zstd frame {last} at byte {structure.frames[-1][0]} ends inside a JSONL record")
         if structure.torn_start is None:
             return _Scan(header, rows.events, rows.count, len(data), None, 0, rows.last_time)
+        torn, torn_start = len(structure.frames), structure.torn_start
+        try:
+            check_torn(data, torn_start)
+        except ZstdFrameError as error:
+            raise corrupt(f"zstd frame {torn} at byte {torn_start} is not a torn tail: {error}") from None
+        try:
+            recovered = decompress_prefix(data[torn_start:])
+        except ZstdFrameError as error:
+            raise corrupt(
+                f"torn zstd frame {torn} at byte {torn_start}: a complete block does not decode: {error}"
+            ) from None
         complete = rows.count
-        recovered = decompress_prefix(data[structure.torn_start :])
-        for line in recovered[: recovered.rfind(b"\n") + 1].split(b"\n")[:-1]:
+        lines = recovered.split(b"\n")
+        partial = lines.pop()
+        rows.where = f" in torn zstd frame {torn} at byte {torn_start}"
+        for line in lines:
             rows.feed(line)
-        return _Scan(
-            header, rows.events, rows.count, len(data), structure.torn_start, rows.count - complete, rows.last_time
-        )
+        if partial and not is_json_object_prefix(partial):
+            raise corrupt(
+                f"torn zstd frame {torn} at byte {torn_start} ends in a record that is not the start of an event line"
+            )
+        return _Scan(header, rows.events, rows.count, len(data), torn_start, rows.count - complete, rows.last_time)
 
     # -- writing logs -------------------------------------------------------------------
 
@@ -631,14 +727,19 @@ class JsonlStore(BaseStore):
                 expected_seq=scan.count,
             )
         if scan.truncate_to is not None:
-            os.ftruncate(fd, scan.truncate_to)
-            os.fsync(fd)
+            with _writing(f'session "{session_id}": cannot set its torn tail aside'):
+                aside = _set_aside(location.path, scan.truncate_to, scan.size)
+                os.ftruncate(fd, scan.truncate_to)
+                os.fsync(fd)
             before = scan.truncate_to
             log.warning(
-                'session "%s" recovered from a torn tail; %d incomplete tail bytes were discarded%s',
+                'session "%s" recovered from a torn tail: %d bytes that were never acknowledged were moved to %s '
+                "and cut from %s%s",
                 session_id,
                 scan.size - scan.truncate_to,
-                f" and {scan.recovered} recovered events re-framed" if scan.recovered else "",
+                aside,
+                location.path,
+                f"; the {scan.recovered} complete events they held are appended again" if scan.recovered else "",
             )
         try:
             _write_all(fd, payload)
@@ -652,6 +753,11 @@ class JsonlStore(BaseStore):
                     f'session "{session_id}": append failed ({failure}) and rolling it back failed too '
                     f"({rollback}); {location.path} may end in a torn batch, which the next open discards"
                 ) from failure
+            refusal = (
+                _refusal(failure, f'session "{session_id}": append failed') if isinstance(failure, OSError) else None
+            )
+            if refusal is not None:
+                raise refusal from failure
             raise
         stat = os.fstat(fd)
         shared = scan.events
@@ -663,13 +769,19 @@ class JsonlStore(BaseStore):
         return after
 
     def _materialize(self, record: StoredRecord, *, keep_lock: bool) -> _JsonlWriter | None:
-        """Publish a new log (header + first batch) without clobbering, under the session's lock."""
+        """Create a session's log; a write the filesystem refuses is a store error, not an ``OSError``."""
         header = record.header
         session_id = check_session_id(header.id)
         if record.base is not None:
             raise StoreError("the jsonl store copies fork prefixes; it cannot store a shared-prefix record")
         if self._find(session_id) is not None:
             raise SessionExistsError(f'session "{session_id}" already exists')
+        with _writing(f'cannot create session "{session_id}"'):
+            return self._publish(record, session_id, keep_lock=keep_lock)
+
+    def _publish(self, record: StoredRecord, session_id: str, *, keep_lock: bool) -> _JsonlWriter | None:
+        """Publish a new log (header + first batch) without clobbering, under the session's lock."""
+        header = record.header
         final = self._log_path(header)
         session_dir = final.parent
         if not self.root.is_dir():
@@ -759,23 +871,29 @@ class JsonlStore(BaseStore):
             location.session_dir, f'session "{session_id}" cannot be deleted while a writer holds it'
         )
         try:
-            for name in os.listdir(location.session_dir):
-                if (
-                    parse_generation_filename(name, compressed=True) is not None
-                    or parse_generation_filename(name, compressed=False) is not None
-                    or name.endswith(".tmp")
-                    or name == PROJECTION_CACHE_FILENAME
-                ):
-                    os.unlink(location.session_dir / name)
-            _fsync_dir(location.session_dir)  # the session is gone once no log remains
-            self._cache.drop(location.path)
-            os.unlink(lock.path)
-            # A file someone else put there keeps the directory; without a log it is no session.
-            with contextlib.suppress(OSError):
-                os.rmdir(location.session_dir)
-            _fsync_dir(location.session_dir.parent)
+            with _writing(f'cannot delete session "{session_id}"'):
+                self._remove_files(location, lock)
         finally:
             lock.release()
+
+    def _remove_files(self, location: _Location, lock: _Lock) -> None:
+        """Unlink the session's files (its logs, torn tails set aside, temporaries, cache), then the directory."""
+        for name in os.listdir(location.session_dir):
+            if (
+                parse_generation_filename(name, compressed=True) is not None
+                or parse_generation_filename(name, compressed=False) is not None
+                or (name.startswith("session") and _TORN_SUFFIX in name)
+                or name.endswith(".tmp")
+                or name == PROJECTION_CACHE_FILENAME
+            ):
+                os.unlink(location.session_dir / name)
+        _fsync_dir(location.session_dir)  # the session is gone once no log remains
+        self._cache.drop(location.path)
+        os.unlink(lock.path)
+        # A file someone else put there keeps the directory; without a log it is no session.
+        with contextlib.suppress(OSError):
+            os.rmdir(location.session_dir)
+        _fsync_dir(location.session_dir.parent)
 
     def _ids(self) -> list[str]:
         return [session_id for session_id, _ in self._scan_root()]
@@ -940,6 +1058,11 @@ class _JsonlWriter:
                     fd = self._fd = os.open(self._location.path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
                 except FileNotFoundError:
                     raise SessionNotFound(f'session "{session_id}" was deleted') from None
+                except OSError as error:  # e.g. a log file another user owns, in a directory we may write
+                    refusal = _refusal(error, f'session "{session_id}": cannot open its log for appending')
+                    if refusal is None:
+                        raise
+                    raise refusal from None
             self._scan = self._store._append_batch(session_id, self._location, scan, events, fd)
 
     def _current(self) -> _Scan:

@@ -69,14 +69,14 @@ def _outcome(path: Path, expected: dict[str, Any]) -> str:
         store = SqliteStore(path)
     except dshpy.StoreError as error:
         return type(error).__name__
-    except Exception as error:  # noqa: BLE001 - the point is to see which escape
+    except Exception as error:  # the point is to see which escape
         return f"raw {type(error).__name__}"
     try:
         try:
             seen = _snapshot(store)
         except dshpy.StoreError as error:
             return type(error).__name__
-        except Exception as error:  # noqa: BLE001
+        except Exception as error:
             return f"raw {type(error).__name__}: {error}"
         for key, value in expected.items():
             if seen.get(key) != value:

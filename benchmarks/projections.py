@@ -224,9 +224,13 @@ def build_list_store(path: Path, count: int) -> float:
                 )
                 cache_rows = []
                 for row in rows_of(header, checkpoint):
-                    state = orjson.dumps(row.state).decode()
-                    values = (header.id, row.key, row.state_version, row.seq, state, row.identity)
-                    cache_rows.append((*values, cache_row_crc(*values)))
+                    state = orjson.dumps(row.state)
+                    crc = cache_row_crc(
+                        header.id.encode(), row.key.encode(), row.state_version, row.seq, state, row.identity.encode()
+                    )
+                    cache_rows.append(
+                        (header.id, row.key, row.state_version, row.seq, state.decode(), row.identity, crc)
+                    )
                 db.executemany(
                     "INSERT INTO projection_cache (session_id, key, state_version, seq, state, identity, crc) "
                     "VALUES (?, ?, ?, ?, ?, ?, ?)",

@@ -232,3 +232,23 @@ def test_a_store_written_before_checksums_is_upgraded_and_then_checked(tmp_path)
     with pytest.raises(dshpy.CorruptSessionError, match="event 1 is damaged"):
         store.inspect(child.id)  # the fork reads its prefix through the parent's checked rows
     store.close()
+
+
+def test_a_damaged_cache_row_is_folded_again_not_an_error(tmp_path):
+    store = SqliteStore(tmp_path / "s.db")
+    session = store.create(cwd="/w")
+    for _ in range(2):
+        TurnScript(session).turn(steps=1)
+    session.flush()
+    session.close()
+    fresh = thaw(store.projections(session.id)["values"])
+    # one cache row's text is no longer UTF-8, another's digits changed: both are rows to drop, not errors
+    store._db.execute("UPDATE projection_cache SET state = CAST(X'7B22FF' AS TEXT) WHERE key = 'title'")
+    store._db.execute(
+        "UPDATE projection_cache SET state = replace(state, '\"turns\":2', '\"turns\":3') WHERE key = 'stats'"
+    )
+    [listed] = store.list_projections()
+    assert listed.error is None
+    assert thaw(listed.values) == fresh
+    assert thaw(store.projections(session.id)["values"]) == fresh
+    store.close()

@@ -51,13 +51,11 @@ def session_row_crc(
     return zlib.crc32(parts)
 
 
-def cache_row_crc(session_id: str, key: str, state_version: int, seq: int, state: str, identity: str) -> int:
-    """The checksum of one ``projection_cache`` row (a damaged row is dropped and folded again, never trusted)."""
-    head = b"%s\x00%s\x00%d\x00%d\x00%s\x00" % (
-        session_id.encode(),
-        key.encode(),
-        state_version,
-        seq,
-        identity.encode(),
-    )
-    return zlib.crc32(state.encode(), zlib.crc32(head))
+def cache_row_crc(session_id: bytes, key: bytes, state_version: int, seq: int, state: bytes, identity: bytes) -> int:
+    """The checksum of one ``projection_cache`` row (a damaged row is dropped and folded again, never trusted).
+
+    Over the stored bytes of its text columns: readers fetch them as blobs, so a row whose
+    text is no longer UTF-8 is just a damaged row, not an error that fails a whole listing.
+    """
+    head = b"%s\x00%s\x00%d\x00%d\x00%s\x00" % (session_id, key, state_version, seq, identity)
+    return zlib.crc32(state, zlib.crc32(head))

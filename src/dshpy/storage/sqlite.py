@@ -103,7 +103,8 @@ SCHEMA_MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "next_seq = coalesce((SELECT max(seq) + 1 FROM events WHERE session_id = sessions.id), base_count), "
         "crc = dshpy_session_crc(id, header, created_at, cwd, parent_session, base_id, base_count)",
         "UPDATE events SET crc = dshpy_event_crc(session_id, seq, type, time, body)",
-        "UPDATE projection_cache SET crc = dshpy_cache_crc(session_id, key, state_version, seq, state, identity)",
+        "UPDATE projection_cache SET crc = dshpy_cache_crc(CAST(session_id AS BLOB), CAST(key AS BLOB), "
+        "state_version, seq, CAST(state AS BLOB), CAST(identity AS BLOB))",
     ),
 )
 """Schema migrations; position + 1 is the ``user_version`` a database has after applying it.
@@ -137,6 +138,9 @@ _NEXT_SEQ = (
 
 _SESSION_COLUMNS = "header, created_at, cwd, parent_session, base_id, base_count, crc"
 
+_CACHE_COLUMNS = "CAST(key AS BLOB), state_version, seq, CAST(state AS BLOB), CAST(identity AS BLOB), crc"
+"""A cache row's columns, text as stored bytes (see :func:`dshpy.storage.checksum.cache_row_crc`)."""
+
 _READ_CHUNK = 4096
 
 EventRow = tuple[str, int, str, int, bytes, int]
@@ -167,14 +171,15 @@ def _reference_schema(version: int) -> list[tuple[str, str, str]]:
 
 
 def _cache_row(
-    session_id: str, key: str, version: int, seq: int, state: str, identity: str, crc: int
+    session_id: bytes, key: bytes, version: int, seq: int, state: bytes, identity: bytes, crc: int
 ) -> ProjectionRow | None:
-    """A verified cache row, or ``None`` for a damaged one (the projection is then folded from the log)."""
+    """A verified cache row (its text columns fetched as blobs), or ``None`` for a damaged one: the projection is
+    then folded from the log."""
     if cache_row_crc(session_id, key, version, seq, state, identity) != crc:
         return None
     try:
-        return ProjectionRow(key, version, seq, orjson.loads(state), identity)
-    except orjson.JSONDecodeError:
+        return ProjectionRow(key.decode(), version, seq, orjson.loads(state), identity.decode())
+    except (orjson.JSONDecodeError, UnicodeDecodeError):
         return None
 
 
@@ -603,19 +608,21 @@ class SqliteStore(BaseStore):
     def _load_projection_rows(self, session_id: str) -> list[ProjectionRow]:
         with self._lock, SqliteErrors(self.path, f'reading the projection cache of session "{session_id}"'):
             raw = self._db.execute(
-                "SELECT key, state_version, seq, state, identity, crc FROM projection_cache WHERE session_id = ?",
-                (session_id,),
+                f"SELECT {_CACHE_COLUMNS} FROM projection_cache WHERE session_id = ?", (session_id,)
             ).fetchall()
-        return [row for values in raw if (row := _cache_row(session_id, *values)) is not None]
+        sid = session_id.encode()
+        return [row for values in raw if (row := _cache_row(sid, *values)) is not None]
 
     def _save_projection_rows(self, session_id: str, rows: Sequence[ProjectionRow]) -> None:
         if self.read_only:
             return  # the cache is a shortcut: a read-only store is folded from its log, and nothing is lost
         params = []
         for row in rows:
-            state = orjson.dumps(row.state).decode()
-            crc = cache_row_crc(session_id, row.key, row.state_version, row.seq, state, row.identity)
-            params.append((session_id, row.key, row.state_version, row.seq, state, row.identity, crc))
+            state = orjson.dumps(row.state)
+            crc = cache_row_crc(
+                session_id.encode(), row.key.encode(), row.state_version, row.seq, state, row.identity.encode()
+            )
+            params.append((session_id, row.key, row.state_version, row.seq, state.decode(), row.identity, crc))
         if not params:
             return
         with self._lock:
@@ -641,15 +648,14 @@ class SqliteStore(BaseStore):
         marks = ", ".join("?" * len(wanted))
         with self._lock, SqliteErrors(self.path, "reading the projection cache"):
             raw = self._db.execute(
-                f"SELECT session_id, key, state_version, seq, state, identity, crc FROM projection_cache "
-                f"WHERE key IN ({marks})",
+                f"SELECT CAST(session_id AS BLOB), {_CACHE_COLUMNS} FROM projection_cache WHERE key IN ({marks})",
                 wanted,
             ).fetchall()
         found: dict[str, dict[str, ProjectionRow]] = {}
         for session_id, *values in raw:
             row = _cache_row(session_id, *values)
             if row is not None:
-                found.setdefault(session_id, {})[row.key] = row
+                found.setdefault(session_id.decode(), {})[row.key] = row
         return found
 
     def _infos_and_projection_rows(
@@ -662,7 +668,8 @@ class SqliteStore(BaseStore):
         """
         wanted = tuple(dict.fromkeys(keys))
         columns = "".join(
-            f", p{i}.state_version, p{i}.seq, p{i}.state, p{i}.identity, p{i}.crc" for i in range(len(wanted))
+            f", p{i}.state_version, p{i}.seq, CAST(p{i}.state AS BLOB), CAST(p{i}.identity AS BLOB), p{i}.crc"
+            for i in range(len(wanted))
         )
         joins = "".join(
             f" LEFT JOIN projection_cache p{i} ON p{i}.session_id = s.id AND p{i}.key = ?" for i in range(len(wanted))
@@ -672,6 +679,7 @@ class SqliteStore(BaseStore):
         infos: list[SessionInfo] = []
         found: dict[str, dict[str, ProjectionRow]] = {}
         make_info, make_row, width = self._info, _cache_row, self._INFO_WIDTH
+        encoded = [key.encode() for key in wanted]
         for values in raw:  # one tight loop: a big store lists tens of thousands of these
             session_id = values[0]
             info, intact = make_info(values, lenient=True)
@@ -680,12 +688,13 @@ class SqliteStore(BaseStore):
                 continue
             rows: dict[str, ProjectionRow] = {}
             column = width
-            for key in wanted:
+            sid = session_id.encode()
+            for key, key_bytes in zip(wanted, encoded, strict=True):
                 state = values[column + 2]
                 if state is not None:
                     row = make_row(
-                        session_id,
-                        key,
+                        sid,
+                        key_bytes,
                         values[column],
                         values[column + 1],
                         state,

@@ -252,3 +252,26 @@ def test_a_damaged_cache_row_is_folded_again_not_an_error(tmp_path):
     assert thaw(listed.values) == fresh
     assert thaw(store.projections(session.id)["values"]) == fresh
     store.close()
+
+
+def test_a_session_row_lost_from_the_table_fails_the_listing(tmp_path):
+    path = tmp_path / "s.db"
+    store = SqliteStore(path)
+    for _ in range(3):
+        store.create(cwd="/w").close()
+    (root,) = store._db.execute("SELECT rootpage FROM sqlite_schema WHERE name = 'sessions'").fetchone()
+    page_size = store._db.execute("PRAGMA page_size").fetchone()[0]
+    store.close()
+    data = bytearray(path.read_bytes())
+    header = (root - 1) * page_size + (100 if root == 1 else 0)
+    assert data[header] == 0x0D  # a table leaf page: the three rows are on it
+    cells = int.from_bytes(data[header + 3 : header + 5], "big")
+    assert cells == 3
+    data[header + 3 : header + 5] = (cells - 1).to_bytes(2, "big")  # the page now "holds" two rows
+    path.write_bytes(bytes(data))
+    store = SqliteStore(path)
+    with pytest.raises(dshpy.CorruptSessionError, match="lists 2 sessions but its index holds 3"):
+        store.list()
+    with pytest.raises(dshpy.CorruptSessionError, match="lists 2 sessions"):
+        store.list_projections()
+    store.close()

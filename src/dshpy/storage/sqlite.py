@@ -138,6 +138,9 @@ _NEXT_SEQ = (
 
 _SESSION_COLUMNS = "header, created_at, cwd, parent_session, base_id, base_count, crc"
 
+_COUNT_SESSIONS = "SELECT count(*) FROM sessions INDEXED BY sqlite_autoindex_sessions_1"
+"""Counted on the primary key's index, not the table a listing scans (see ``SqliteStore._check_session_count``)."""
+
 _CACHE_COLUMNS = "CAST(key AS BLOB), state_version, seq, CAST(state AS BLOB), CAST(identity AS BLOB), crc"
 """A cache row's columns, text as stored bytes (see :func:`dshpy.storage.checksum.cache_row_crc`)."""
 
@@ -601,7 +604,22 @@ class SqliteStore(BaseStore):
     def _infos(self, where: str, params: tuple[Any, ...]) -> list[SessionInfo]:
         with self._lock, SqliteErrors(self.path, "listing sessions"):
             rows = self._db.execute(f"{self._INFO_COLUMNS} FROM sessions s {where}", params).fetchall()
+            if not where:
+                self._check_session_count(len(rows))
         return [self._info(row)[0] for row in rows]
+
+    def _check_session_count(self, listed: int) -> None:
+        """A listing scans the sessions table; its primary-key index must count as many rows.
+
+        A damaged table page can drop rows from a scan without SQLite noticing, and a
+        session missing from a listing is as lost as a missing event: counting the index
+        (a separate b-tree, a few KB read per thousand sessions) catches it.
+        """
+        (indexed,) = self._db.execute(_COUNT_SESSIONS).fetchone()
+        if indexed != listed:
+            raise CorruptSessionError(
+                f"{self.path} is damaged: its sessions table lists {listed} sessions but its index holds {indexed}"
+            )
 
     # -- projection cache -------------------------------------------------------------------
 
@@ -676,6 +694,7 @@ class SqliteStore(BaseStore):
         )
         with self._lock, SqliteErrors(self.path, "listing sessions"):
             raw = self._db.execute(f"{self._INFO_COLUMNS}{columns} FROM sessions s{joins}", wanted).fetchall()
+            self._check_session_count(len(raw))
         infos: list[SessionInfo] = []
         found: dict[str, dict[str, ProjectionRow]] = {}
         make_info, make_row, width = self._info, _cache_row, self._INFO_WIDTH

@@ -275,3 +275,16 @@ def test_a_session_row_lost_from_the_table_fails_the_listing(tmp_path):
     with pytest.raises(dshpy.CorruptSessionError, match="lists 2 sessions"):
         store.list_projections()
     store.close()
+
+
+def test_a_type_column_that_disagrees_with_its_event_is_detected(tmp_path):
+    store = SqliteStore(tmp_path / "s.db")
+    session = store.create(cwd="/w")
+    TurnScript(session).turn(steps=1)
+    session.flush()
+    session.close()
+    start = next(e.seq for e in store.read(session.id) if e.type == "turn/start")
+    store._db.execute("UPDATE events SET type = 'turn/end' WHERE session_id = ? AND seq = ?", (session.id, start))
+    with pytest.raises(dshpy.CorruptSessionError, match=f"row {start} does not hold its indexed event"):
+        list(store.read_types(session.id, ["turn/start", "turn/end"]))
+    store.close()

@@ -102,7 +102,7 @@ SCHEMA_MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "UPDATE sessions SET "
         "next_seq = coalesce((SELECT max(seq) + 1 FROM events WHERE session_id = sessions.id), base_count), "
         "crc = dshpy_session_crc(id, header, created_at, cwd, parent_session, base_id, base_count)",
-        "UPDATE events SET crc = dshpy_event_crc(session_id, seq, type, time, body)",
+        "UPDATE events SET crc = dshpy_event_crc(session_id, seq, body)",
         "UPDATE projection_cache SET crc = dshpy_cache_crc(CAST(session_id AS BLOB), CAST(key AS BLOB), "
         "state_version, seq, CAST(state AS BLOB), CAST(identity AS BLOB))",
     ),
@@ -116,7 +116,7 @@ stored (one pass over the file, once)."""
 
 _CRC_FUNCTIONS = (
     ("dshpy_session_crc", 7, session_row_crc),
-    ("dshpy_event_crc", 5, event_row_crc),
+    ("dshpy_event_crc", 3, event_row_crc),
     ("dshpy_cache_crc", 6, cache_row_crc),
 )
 """The checksums as SQL functions, for migration 3's backfill of existing rows."""
@@ -357,9 +357,7 @@ class SqliteStore(BaseStore):
         rows: list[EventRow] = []
         for e in events:
             body = encode_event(e, seq_ranges=False)
-            rows.append(
-                (session_id, e.seq, e.type, e.time, body, event_row_crc(session_id, e.seq, e.type, e.time, body))
-            )
+            rows.append((session_id, e.seq, e.type, e.time, body, event_row_crc(session_id, e.seq, body)))
         return rows
 
     def _insert(self, record: StoredRecord) -> None:
@@ -432,16 +430,15 @@ class SqliteStore(BaseStore):
         while True:
             with self._lock, SqliteErrors(self.path, doing):
                 rows = self._db.execute(
-                    "SELECT seq, type, time, body, crc FROM events WHERE session_id = ? AND seq >= ? "
-                    "ORDER BY seq LIMIT ?",
+                    "SELECT seq, body, crc FROM events WHERE session_id = ? AND seq >= ? ORDER BY seq LIMIT ?",
                     (session_id, expected, _READ_CHUNK),
                 ).fetchall()
-            for seq, kind, time, body, crc in rows:
+            for seq, body, crc in rows:
                 if seq != expected:
                     raise CorruptSessionError(
                         f'session "{session_id}" is missing event {expected} (next stored: {seq})'
                     )
-                yield _verified_event(session_id, seq, kind, time, body, crc)
+                yield _verified_event(session_id, seq, body, crc)
                 expected += 1
             if len(rows) < _READ_CHUNK:
                 break
@@ -526,7 +523,10 @@ class SqliteStore(BaseStore):
     def _turn_window(self, session_id: str, boundary: int) -> list[SessionEvent]:
         """Seek to the last turn boundary at or before ``boundary`` instead of reading the prefix."""
         start = self._last_turn_mark(session_id, boundary)
-        return list(itertools.takewhile(lambda e: e.seq <= boundary, self._read_chain(session_id, start)))
+        window = list(itertools.takewhile(lambda e: e.seq <= boundary, self._read_chain(session_id, start)))
+        if start > 0 and window and window[0].type not in ("turn/start", "turn/end"):  # the type column lied
+            raise CorruptSessionError(f'session "{session_id}" row {start} does not hold its indexed event')
+        return window
 
     def _last_turn_mark(self, session_id: str, at: int) -> int:
         with self._lock, SqliteErrors(self.path, f'reading session "{session_id}"'):
@@ -554,13 +554,13 @@ class SqliteStore(BaseStore):
         while until is None or from_seq < until:
             with self._lock, SqliteErrors(self.path, doing):
                 rows = self._db.execute(
-                    f"SELECT seq, type, time, body, crc FROM events WHERE session_id = ? AND seq >= ? AND seq < ? "
+                    f"SELECT seq, type, body, crc FROM events WHERE session_id = ? AND seq >= ? AND seq < ? "
                     f"AND type IN ({marks}) ORDER BY seq LIMIT ?",
                     (session_id, from_seq, MAX_SAFE_INTEGER if until is None else until, *types, chunk),
                 ).fetchall()
-            for seq, kind, time, body, crc in rows:
-                event = _verified_event(session_id, seq, kind, time, body, crc)
-                if event.type not in types:
+            for seq, kind, body, crc in rows:
+                event = _verified_event(session_id, seq, body, crc)
+                if event.type != kind:
                     raise CorruptSessionError(f'session "{session_id}" row {seq} does not hold its indexed event')
                 yield event
             if len(rows) < chunk:
@@ -732,9 +732,9 @@ class SqliteStore(BaseStore):
         return self._infos("", ()) if session_id is None else self._infos("WHERE s.id = ?", (session_id,))
 
 
-def _verified_event(session_id: str, seq: int, kind: str, time: int, body: bytes, crc: int) -> SessionEvent:
+def _verified_event(session_id: str, seq: int, body: bytes, crc: int) -> SessionEvent:
     """The event a row holds, once its checksum proves the row is as written."""
-    if event_row_crc(session_id, seq, kind, time, body) != crc:
+    if event_row_crc(session_id, seq, body) != crc:
         raise CorruptSessionError(f'session "{session_id}" event {seq} is damaged (checksum mismatch)')
     return parse_stored_event(session_id, seq, body)
 

@@ -127,3 +127,42 @@ def test_a_full_disk_is_a_store_full_error_and_the_failed_batch_leaves_nothing(t
     reopened = SqliteStore(path)
     assert _wire(list(reopened.read("big"))) == stored
     reopened.close()
+
+
+_CRASHING_WRITER = """
+import os, sys
+import dshpy
+from dshpy.core.events import encode_event
+from dshpy.testing.builders import TurnScript
+store = dshpy.open_store(sys.argv[1])
+session = store.open("demo")
+TurnScript(session).turn(steps=1)
+session.flush()
+for event in session.events:
+    sys.stdout.buffer.write(encode_event(event, seq_ranges=False) + b"\\n")
+sys.stdout.flush()
+os._exit(0)  # as if killed: the WAL keeps the committed batch, nothing checkpoints it
+"""
+
+
+def test_a_read_only_filesystem_with_a_wal_left_behind_shows_its_commits(tmpfs):
+    mountpoint, _size = tmpfs
+    path = mountpoint / "sessions.db"
+    url = f"sqlite:///{path}"
+    store = SqliteStore(path)
+    session = store.create(session_id="demo", cwd="/w")
+    TurnScript(session).turn(steps=1)
+    session.flush()
+    session.close()
+    store.close()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run([sys.executable, "-c", _CRASHING_WRITER, url], check=True, env=env, capture_output=True)
+    expected = done.stdout.splitlines()
+    assert len(expected) > len(session.events)
+    assert path.with_name("sessions.db-wal").stat().st_size > 0  # the last batch is only in the WAL
+    _remount(mountpoint, "ro")
+    store = SqliteStore(path)
+    assert store.read_only
+    assert _wire(list(store.read("demo"))) == expected
+    assert store.stat("demo").event_count == len(expected)
+    store.close()

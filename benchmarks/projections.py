@@ -47,6 +47,7 @@ import orjson
 
 import dshpy
 from dshpy.projections import BUILTINS, CachedState, ProjectionRegistry, ProjectionRunner, attach
+from dshpy.storage.checksum import cache_row_crc, session_row_crc
 from dshpy.storage.projection_cache import rows_of
 from dshpy.storage.sqlite import SqliteStore
 from dshpy.testing.builders import TurnScript
@@ -210,18 +211,30 @@ def build_list_store(path: Path, count: int) -> float:
                 header = dshpy.SessionHeader.new(
                     f"bench-{index:06d}", cwd="/bench", created_at=base_time - count + index
                 )
+                raw = orjson.dumps(header.to_record()).decode()
+                crc = session_row_crc(header.id, raw, header.created_at, header.cwd, None, None, 0)
                 db.execute(
-                    "INSERT INTO sessions (id, header, created_at, cwd, parent_session, base_id, base_count) "
-                    "VALUES (?, ?, ?, ?, NULL, NULL, 0)",
-                    (header.id, orjson.dumps(header.to_record()).decode(), header.created_at, header.cwd),
+                    "INSERT INTO sessions (id, header, created_at, cwd, parent_session, base_id, base_count, "
+                    "next_seq, crc) VALUES (?, ?, ?, ?, NULL, NULL, 0, ?, ?)",
+                    (header.id, raw, header.created_at, header.cwd, len(events), crc),
                 )
-                db.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?)", store._rows(header.id, events))
                 db.executemany(
-                    "INSERT INTO projection_cache VALUES (?, ?, ?, ?, ?, ?)",
-                    [
-                        (header.id, row.key, row.state_version, row.seq, orjson.dumps(row.state).decode(), row.identity)
-                        for row in rows_of(header, checkpoint)
-                    ],
+                    "INSERT INTO events (session_id, seq, type, time, body, crc) VALUES (?, ?, ?, ?, ?, ?)",
+                    store._rows(header.id, events),
+                )
+                cache_rows = []
+                for row in rows_of(header, checkpoint):
+                    state = orjson.dumps(row.state)
+                    crc = cache_row_crc(
+                        header.id.encode(), row.key.encode(), row.state_version, row.seq, state, row.identity.encode()
+                    )
+                    cache_rows.append(
+                        (header.id, row.key, row.state_version, row.seq, state.decode(), row.identity, crc)
+                    )
+                db.executemany(
+                    "INSERT INTO projection_cache (session_id, key, state_version, seq, state, identity, crc) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    cache_rows,
                 )
         store._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # as a long-lived store is: pages in the main file
     finally:

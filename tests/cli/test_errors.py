@@ -8,6 +8,7 @@ import pytest
 from cli_support import build_session, corrupt_event, run_cli
 
 from dshpy.cli.app import EXIT_DATA, EXIT_USER
+from dshpy.storage.checksum import session_row_crc
 
 READ_COMMANDS = [["list"], ["show", "demo"], ["log", "demo"], ["export", "demo"]]
 ID_COMMANDS = [
@@ -82,8 +83,12 @@ def test_database_written_by_a_newer_dshpy(store, store_url, runner, db_path):
 
 def test_session_in_a_newer_format(store, dshpy_cli, db_path):
     build_session(store, "demo", turns=1)
-    with sqlite3.connect(db_path) as db:
+    with sqlite3.connect(db_path) as db:  # as a newer dshpy would store it: the row's checksum matches
+        db.create_function("row_crc", 7, session_row_crc)
         db.execute("UPDATE sessions SET header = json_set(header, '$.version', 9) WHERE id = 'demo'")
+        db.execute(
+            "UPDATE sessions SET crc = row_crc(id, header, created_at, cwd, parent_session, base_id, base_count)"
+        )
     db.close()
     for command in (["show", "demo"], ["export", "demo"], ["repair", "demo"], ["fork", "demo"]):
         assert "upgrade" in one_line_error(dshpy_cli("sessions", *command, code=EXIT_DATA))

@@ -32,7 +32,9 @@ def test_a_flush_is_one_immediate_transaction_that_rereads_the_next_seq(db_path)
     assert writes[1].startswith("SELECT") and "max(seq)" in writes[1]
     inserts = writes[2 : 2 + pending]
     assert all(s.startswith("INSERT INTO events") for s in inserts)
-    assert writes[2 + pending] == "COMMIT"
+    # the session row records the new length in the same transaction (rows lost later are detectable)
+    assert writes[2 + pending].startswith("UPDATE sessions SET next_seq")
+    assert writes[3 + pending] == "COMMIT"
     assert not store._db.in_transaction
     session.close()
     store.close()

@@ -5,7 +5,10 @@ options (``schema``, ``pool_min``, ``pool_max``); every other query option is
 libpq's (``sslmode``, ``connect_timeout``, …) and is passed through untouched, so
 any DSN a user already has works as a store URL.
 
-Callers never see a psycopg exception: a lost or refused connection becomes
+Callers never see a psycopg exception: a full disk (SQLSTATE ``53100``) becomes
+:class:`~dshpy.errors.StoreFullError` (the transaction was rolled back), a read-only
+server (``25006``: a hot standby, ``default_transaction_read_only``)
+:class:`~dshpy.errors.ReadOnlyStoreError`, a lost or refused connection
 :class:`~dshpy.errors.StoreUnavailableError` (a write's outcome is then unknown and
 retrying it is safe), anything else :class:`~dshpy.errors.StoreError`.
 """
@@ -20,7 +23,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-from dshpy.errors import StoreError, StoreUnavailableError
+from dshpy.errors import ReadOnlyStoreError, StoreError, StoreFullError, StoreUnavailableError
 
 try:
     import psycopg
@@ -115,8 +118,24 @@ _LOST = (psycopg.OperationalError, psycopg.InterfaceError)
 """Connection failures (pool timeouts and a closed pool included: they subclass OperationalError)."""
 
 
+_DISK_FULL = "53100"
+"""``disk_full``: the server could not extend a table, index or temporary file. psycopg files it under
+OperationalError, which would otherwise read as a lost connection."""
+
+_READ_ONLY = "25006"
+"""``read_only_sql_transaction``: a standby, or a server or role that defaults to read-only transactions."""
+
+
 def raise_translated(error: Exception, what: str) -> NoReturn:
     """Re-raise a psycopg error as the dshpy error a caller can act on."""
+    state = getattr(error, "sqlstate", None)
+    if state == _DISK_FULL:
+        raise StoreFullError(
+            f"{what}: the PostgreSQL server's disk is full ({_one_line(error)}); nothing of this write was "
+            "stored — free space and retry"
+        ) from error
+    if state == _READ_ONLY:
+        raise ReadOnlyStoreError(f"{what}: the PostgreSQL server is read-only ({_one_line(error)})") from error
     if isinstance(error, _LOST):
         raise StoreUnavailableError(
             f"{what}: PostgreSQL connection failed or the request was interrupted ({_one_line(error)}); "

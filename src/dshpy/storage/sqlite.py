@@ -14,6 +14,14 @@ children read through it, unless they are detached first (their prefix is copied
 
 The file carries ``application_id`` ("DSHP") and ``user_version`` = the number of
 schema migrations applied; a foreign or newer database is refused, never modified.
+
+Damage is detected, never served: every row carries a CRC-32 of exactly what it
+stores (:mod:`dshpy.storage.checksum`), checked on every read, and each session row
+records its ``next_seq``, so rows lost from the end of a log are an error, not a
+shorter session. Every ``sqlite3``/OS error becomes a :class:`~dshpy.StoreError`
+branch in one place (:mod:`dshpy.storage.sqlite_errors`). A database on a read-only
+filesystem (or a file this user cannot write) is opened read-only: reads work, and a
+write raises :class:`~dshpy.ReadOnlyStoreError`.
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ import itertools
 import os
 import sqlite3
 import threading
+import urllib.parse
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -36,13 +45,16 @@ from dshpy.errors import (
     ConflictError,
     CorruptSessionError,
     FormatVersionError,
+    ReadOnlyStoreError,
     SessionExistsError,
     SessionNotFound,
     StoreError,
 )
 from dshpy.log.header import SessionHeader
 from dshpy.storage.base import BaseStore, SessionInfo, StoredRecord, parse_stored_event, parse_stored_header
-from dshpy.storage.projection_cache import ProjectionRow, group_projection_rows
+from dshpy.storage.checksum import cache_row_crc, event_row_crc, session_row_crc
+from dshpy.storage.projection_cache import ProjectionRow
+from dshpy.storage.sqlite_errors import SqliteErrors, store_error
 
 __all__ = ["APPLICATION_ID", "SCHEMA_MIGRATIONS", "SqliteStore"]
 
@@ -82,25 +94,64 @@ SCHEMA_MIGRATIONS: tuple[tuple[str, ...], ...] = (
             PRIMARY KEY (session_id, key)
         ) STRICT, WITHOUT ROWID""",
     ),
+    (
+        "ALTER TABLE sessions ADD COLUMN next_seq INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE sessions ADD COLUMN crc INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE events ADD COLUMN crc INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE projection_cache ADD COLUMN crc INTEGER NOT NULL DEFAULT 0",
+        "UPDATE sessions SET "
+        "next_seq = coalesce((SELECT max(seq) + 1 FROM events WHERE session_id = sessions.id), base_count), "
+        "crc = dshpy_session_crc(id, header, created_at, cwd, parent_session, base_id, base_count)",
+        "UPDATE events SET crc = dshpy_event_crc(session_id, seq, body)",
+        "UPDATE projection_cache SET crc = dshpy_cache_crc(CAST(session_id AS BLOB), CAST(key AS BLOB), "
+        "state_version, seq, CAST(state AS BLOB), CAST(identity AS BLOB))",
+    ),
 )
 """Schema migrations; position + 1 is the ``user_version`` a database has after applying it.
 
 2 adds ``projection_cache``: one row per (session, projection), see
-:mod:`dshpy.storage.projection_cache`."""
+:mod:`dshpy.storage.projection_cache`. 3 adds a CRC-32 to every row and each session's
+``next_seq`` (rows lost from a log's end are detectable), computed for the rows already
+stored (one pass over the file, once)."""
 
-_SAVE_ROW = """INSERT INTO projection_cache (session_id, key, state_version, seq, state, identity)
-VALUES (?, ?, ?, ?, ?, ?)
+_CRC_FUNCTIONS = (
+    ("dshpy_session_crc", 7, session_row_crc),
+    ("dshpy_event_crc", 3, event_row_crc),
+    ("dshpy_cache_crc", 6, cache_row_crc),
+)
+"""The checksums as SQL functions, for migration 3's backfill of existing rows."""
+
+_SAVE_ROW = """INSERT INTO projection_cache (session_id, key, state_version, seq, state, identity, crc)
+VALUES (?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (session_id, key) DO UPDATE SET
-    state_version = excluded.state_version, seq = excluded.seq, state = excluded.state, identity = excluded.identity"""
+    state_version = excluded.state_version, seq = excluded.seq, state = excluded.state, identity = excluded.identity,
+    crc = excluded.crc"""
 """Upsert one cache row (the last write wins: every row written is valid, an older one only folds a longer tail)."""
 
-_INSERT_EVENTS = "INSERT INTO events VALUES (?, ?, ?, ?, ?)"
+_INSERT_EVENTS = "INSERT INTO events (session_id, seq, type, time, body, crc) VALUES (?, ?, ?, ?, ?, ?)"
 
-_NEXT_SEQ = "SELECT (SELECT max(seq) FROM events WHERE session_id = s.id), s.base_count FROM sessions s WHERE s.id = ?"
-"""One past the last stored seq (an index seek on the events primary key) and the session's inherited count."""
+_NEXT_SEQ = (
+    "SELECT (SELECT max(seq) FROM events WHERE session_id = s.id), s.base_count, s.next_seq FROM sessions s "
+    "WHERE s.id = ?"
+)
+"""The last stored seq (an index seek on the events primary key), the inherited count, and the recorded next seq."""
+
+_SESSION_COLUMNS = "header, created_at, cwd, parent_session, base_id, base_count, crc"
+
+_COUNT_SESSIONS = "SELECT count(*) FROM sessions INDEXED BY sqlite_autoindex_sessions_1"
+"""Counted on the primary key's index, not the table a listing scans (see ``SqliteStore._check_session_count``)."""
+
+_CACHE_COLUMNS = "CAST(key AS BLOB), state_version, seq, CAST(state AS BLOB), CAST(identity AS BLOB), crc"
+"""A cache row's columns, text as stored bytes (see :func:`dshpy.storage.checksum.cache_row_crc`)."""
 
 _READ_CHUNK = 4096
-_DAMAGED = object()
+
+EventRow = tuple[str, int, str, int, bytes, int]
+
+
+def _register_functions(connection: sqlite3.Connection) -> None:
+    for name, arity, function in _CRC_FUNCTIONS:
+        connection.create_function(name, arity, function, deterministic=True)
 
 
 def _normalized_schema(connection: sqlite3.Connection) -> list[tuple[str, str, str]]:
@@ -112,6 +163,7 @@ def _normalized_schema(connection: sqlite3.Connection) -> list[tuple[str, str, s
 
 def _reference_schema(version: int) -> list[tuple[str, str, str]]:
     reference = sqlite3.connect(":memory:")
+    _register_functions(reference)
     try:
         for migration in SCHEMA_MIGRATIONS[:version]:
             for statement in migration:
@@ -121,8 +173,27 @@ def _reference_schema(version: int) -> list[tuple[str, str, str]]:
         reference.close()
 
 
+def _cache_row(
+    session_id: bytes, key: bytes, version: int, seq: int, state: bytes, identity: bytes, crc: int
+) -> ProjectionRow | None:
+    """A verified cache row (its text columns fetched as blobs), or ``None`` for a damaged one: the projection is
+    then folded from the log."""
+    if cache_row_crc(session_id, key, version, seq, state, identity) != crc:
+        return None
+    try:
+        return ProjectionRow(key.decode(), version, seq, orjson.loads(state), identity.decode())
+    except (orjson.JSONDecodeError, UnicodeDecodeError):
+        return None
+
+
+def _writable(path: Path) -> bool:
+    """Whether this process may write the database and create its WAL files beside it (``access`` sees a
+    read-only mount too, which file modes alone do not show to root)."""
+    return os.access(path, os.W_OK) and os.access(path.parent, os.W_OK | os.X_OK)
+
+
 class SqliteStore(BaseStore):
-    """Sessions in one SQLite file (WAL, ``synchronous=FULL``, STRICT tables)."""
+    """Sessions in one SQLite file (WAL, ``synchronous=FULL``, STRICT tables, a CRC-32 on every row)."""
 
     zero_copy_fork = True
 
@@ -130,37 +201,78 @@ class SqliteStore(BaseStore):
         self.path = Path(path)
         self.url = f"sqlite:///{self.path}"
         self._lock = threading.RLock()
-        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        if not self.path.exists():
-            with contextlib.suppress(FileExistsError):  # create it private before SQLite opens it
-                os.close(os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+        with SqliteErrors(self.path, "creating the database"):
+            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            if not self.path.exists():
+                with contextlib.suppress(FileExistsError):  # create it private before SQLite opens it
+                    os.close(os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+        self.read_only = not _writable(self.path)
+        """Opened read-only (read-only filesystem or no write permission): reads work, writes raise
+        :class:`~dshpy.ReadOnlyStoreError`."""
         try:
-            self._db = sqlite3.connect(
-                self.path, timeout=busy_timeout_ms / 1000, isolation_level=None, check_same_thread=False
-            )
+            self._db = self._connect(busy_timeout_ms)
+        except (sqlite3.Error, OSError) as error:
+            raise self._open_error(error) from None
+        try:
             self._cursor = self._db.cursor()
             """The write paths' cursor (used under ``_lock`` only): no cursor object is built per statement."""
             self._db.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
             self._prepare_schema()
-            mode = self._db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-            if str(mode).lower() != "wal":
-                raise StoreError(f"{self.path}: could not switch the database to WAL mode (got {mode})")
+            if not self.read_only:
+                mode = self._db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+                if str(mode).lower() != "wal":
+                    raise StoreError(f"{self.path}: could not switch the database to WAL mode (got {mode})")
             self._db.execute("PRAGMA synchronous = FULL")
             self._db.execute("PRAGMA foreign_keys = ON")
             self._db.execute("PRAGMA trusted_schema = OFF")
-        except sqlite3.DatabaseError as error:
-            raise CorruptSessionError(f"{self.path} is not a usable SQLite database: {error}") from None
+        except BaseException as error:
+            self._db.close()
+            if isinstance(error, sqlite3.Error | OSError | UnicodeDecodeError):
+                raise self._open_error(error) from None
+            raise
+
+    def _open_error(self, error: BaseException) -> StoreError:
+        """What failed while opening: a full disk, a read-only file, a busy database say so; anything else
+        our own fixed statements trip over means the file is not (any longer) a database we can use."""
+        translated = store_error(error, self.path, "opening the database")
+        if type(translated) in (StoreError, CorruptSessionError):
+            return CorruptSessionError(f"{self.path} is not a usable SQLite database: {error}")
+        return translated
+
+    def _connect(self, busy_timeout_ms: int) -> sqlite3.Connection:
+        """A read-write connection, or a read-only one when the file or its directory cannot be written.
+
+        On a read-only filesystem SQLite cannot create the WAL index (``-shm``), so a
+        cleanly closed database is opened ``immutable`` (nothing can change it there);
+        if a WAL was left behind it is read with ``mode=ro``, which sees its commits.
+        """
+        if self.read_only:
+            quoted = urllib.parse.quote(str(self.path.resolve()))
+            wal_left = self.path.with_name(self.path.name + "-wal").exists()
+            frozen = not wal_left and not os.access(self.path.parent, os.W_OK)
+            uri = f"file:{quoted}?mode=ro&immutable=1" if frozen else f"file:{quoted}?mode=ro"
+            db = sqlite3.connect(
+                uri, uri=True, timeout=busy_timeout_ms / 1000, isolation_level=None, check_same_thread=False
+            )
+        else:
+            db = sqlite3.connect(
+                self.path, timeout=busy_timeout_ms / 1000, isolation_level=None, check_same_thread=False
+            )
+        _register_functions(db)
+        return db
 
     # -- schema -------------------------------------------------------------------------
 
     def _prepare_schema(self) -> None:
         db = self._db
-        db.execute("BEGIN IMMEDIATE")
+        db.execute("BEGIN" if self.read_only else "BEGIN IMMEDIATE")
         try:
             application_id = db.execute("PRAGMA application_id").fetchone()[0]
             version = db.execute("PRAGMA user_version").fetchone()[0]
             has_objects = db.execute("SELECT count(*) FROM sqlite_schema WHERE name NOT LIKE 'sqlite_%'").fetchone()[0]
             if application_id == 0 and version == 0 and not has_objects:
+                if self.read_only:
+                    raise ReadOnlyStoreError(f"{self.path} is empty and read-only: no dshpy store can be made there")
                 db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
             elif application_id != APPLICATION_ID:
                 raise StoreError(
@@ -177,127 +289,169 @@ class SqliteStore(BaseStore):
                 raise CorruptSessionError(
                     f"{self.path} does not contain the expected dshpy schema v{version}; refusing to use it"
                 )
+            if version < latest and self.read_only:
+                raise ReadOnlyStoreError(
+                    f"{self.path} uses dshpy schema v{version} and must be upgraded to v{latest} (row checksums) "
+                    "before this build reads it, which needs write access: open it once where it is writable"
+                )
             for index in range(version, latest):
                 for statement in SCHEMA_MIGRATIONS[index]:
                     db.execute(statement)
                 db.execute(f"PRAGMA user_version = {index + 1}")
             db.execute("COMMIT")
         except BaseException:
-            db.execute("ROLLBACK")
+            if db.in_transaction:
+                db.execute("ROLLBACK")
             raise
 
     @property
     def schema_version(self) -> int:
-        with self._lock:
+        with self._lock, SqliteErrors(self.path, "reading the schema version"):
             version: int = self._db.execute("PRAGMA user_version").fetchone()[0]
             return version
 
     @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
+    def _write(self, doing: str = "writing") -> Iterator[sqlite3.Connection]:
         """One ``BEGIN IMMEDIATE`` transaction: the write lock is taken before anything is read."""
         with self._lock:
             db = self._db
-            self._begin()
+            self._begin(doing)
             try:
                 yield db
                 db.execute("COMMIT")
-            except BaseException:
+            except sqlite3.IntegrityError:
                 self._rollback()
+                raise  # the caller knows what a broken constraint means for its write
+            except BaseException as error:
+                self._rollback()
+                if isinstance(error, sqlite3.Error | UnicodeDecodeError):
+                    raise store_error(error, self.path, doing) from None
                 raise
 
-    def _begin(self) -> None:
-        """``BEGIN IMMEDIATE`` (the caller holds ``_lock``): a busy database is a StoreError naming the file."""
+    def _begin(self, doing: str) -> None:
+        """``BEGIN IMMEDIATE`` (the caller holds ``_lock``); refused at once on a read-only store."""
+        if self.read_only:
+            raise ReadOnlyStoreError(
+                f"{self.path} is read-only (read-only filesystem or no write permission); {doing} needs write access"
+            )
         try:
             self._cursor.execute("BEGIN IMMEDIATE")
-        except sqlite3.OperationalError as error:
-            raise StoreError(f"{self.path}: cannot start a write transaction: {error}") from None
+        except sqlite3.Error as error:
+            raise store_error(error, self.path, f"cannot start a write transaction for {doing}") from None
 
     def _rollback(self) -> None:
         """End a failed write transaction (unless SQLite already rolled it back), keeping the original error."""
         db = self._db
         if db.in_transaction:
-            self._cursor.execute("ROLLBACK")
+            with contextlib.suppress(sqlite3.Error):  # the first error is the one worth reporting
+                self._cursor.execute("ROLLBACK")
 
     def close(self) -> None:
-        with self._lock:
+        with self._lock, SqliteErrors(self.path, "closing the database"):
             self._db.close()
 
     # -- primitives -----------------------------------------------------------------------
 
     @staticmethod
-    def _rows(session_id: str, events: Sequence[SessionEvent]) -> list[tuple[str, int, str, int, bytes]]:
-        return [(session_id, e.seq, e.type, e.time, encode_event(e, seq_ranges=False)) for e in events]
+    def _rows(session_id: str, events: Sequence[SessionEvent]) -> list[EventRow]:
+        rows: list[EventRow] = []
+        for e in events:
+            body = encode_event(e, seq_ranges=False)
+            rows.append((session_id, e.seq, e.type, e.time, body, event_row_crc(session_id, e.seq, body)))
+        return rows
 
     def _insert(self, record: StoredRecord) -> None:
         header = record.header
         base_id, base_count = record.base if record.base is not None else (None, 0)
         events = record.events
+        raw = orjson.dumps(header.to_record()).decode()
+        columns = (header.id, raw, header.created_at, header.cwd, header.parent_session, base_id, base_count)
+        next_seq = base_count + len(events)
+        rows = self._rows(header.id, events)
         try:
-            with self._write() as db:
+            with self._write(f'creating session "{header.id}"') as db:
                 if db.execute("SELECT 1 FROM sessions WHERE id = ?", (header.id,)).fetchone():
                     raise SessionExistsError(f'session "{header.id}" already exists')
                 db.execute(
-                    "INSERT INTO sessions (id, header, created_at, cwd, parent_session, base_id, base_count) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    (
-                        header.id,
-                        orjson.dumps(header.to_record()).decode(),
-                        header.created_at,
-                        header.cwd,
-                        header.parent_session,
-                        base_id,
-                        base_count,
-                    ),
+                    "INSERT INTO sessions (id, header, created_at, cwd, parent_session, base_id, base_count, "
+                    "next_seq, crc) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (*columns, next_seq, session_row_crc(*columns)),
                 )
-                db.executemany(_INSERT_EVENTS, self._rows(header.id, events))
+                db.executemany(_INSERT_EVENTS, rows)
         except sqlite3.IntegrityError as error:
             raise SessionExistsError(f'session "{header.id}" already exists ({error})') from None
 
-    def _session_row(self, session_id: str, columns: str) -> Any:
-        with self._lock:
-            row = self._db.execute(f"SELECT {columns} FROM sessions WHERE id = ?", (session_id,)).fetchone()
+    def _session_row(self, session_id: str) -> tuple[str, str | None, int]:
+        """The verified ``(header, base_id, base_count)`` of a session row."""
+        with self._lock, SqliteErrors(self.path, f'reading session "{session_id}"'):
+            row = self._db.execute(f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE id = ?", (session_id,)).fetchone()
         if row is None:
             raise SessionNotFound(f'session "{session_id}" not found')
-        return row
+        raw, created_at, cwd, parent, base_id, base_count, crc = row
+        if session_row_crc(session_id, raw, created_at, cwd, parent, base_id, base_count) != crc:
+            raise CorruptSessionError(f'stored header of session "{session_id}" is damaged (checksum mismatch)')
+        return raw, base_id, base_count
 
     def _header(self, session_id: str) -> SessionHeader:
-        (raw,) = self._session_row(session_id, "header")
+        raw, _base_id, _base_count = self._session_row(session_id)
         return parse_stored_header(session_id, raw)
 
     def _base(self, session_id: str) -> tuple[str, int] | None:
-        base_id, base_count = self._session_row(session_id, "base_id, base_count")
+        _raw, base_id, base_count = self._session_row(session_id)
         return None if base_id is None else (base_id, base_count)
 
     def _length(self, session_id: str) -> int:
-        with self._lock:
+        with self._lock, SqliteErrors(self.path, f'reading session "{session_id}"'):
             return self._next_seq(self._db, session_id)
 
     @staticmethod
     def _next_seq(db: sqlite3.Connection | sqlite3.Cursor, session_id: str) -> int:
-        """One past the last stored seq (an index seek), or the inherited count of an empty fork."""
+        """One past the last stored seq (an index seek), or the inherited count of an empty fork.
+
+        It must agree with the ``next_seq`` the session row recorded at its last append:
+        otherwise rows were lost from the log's end (or the row is damaged).
+        """
         row = db.execute(_NEXT_SEQ, (session_id,)).fetchone()
         if row is None:
             raise SessionNotFound(f'session "{session_id}" not found')
-        last, base_count = row
-        return int(base_count) if last is None else int(last) + 1
+        last, base_count, recorded = row
+        stored = int(base_count) if last is None else int(last) + 1
+        if stored != recorded:
+            raise CorruptSessionError(_lost_rows(session_id, stored, recorded))
+        return stored
 
     def _own_events(self, session_id: str, from_seq: int) -> Iterator[SessionEvent]:
         expected = from_seq
+        doing = f'reading session "{session_id}"'
+        with self._lock, SqliteErrors(self.path, doing):
+            recorded = self._db.execute("SELECT next_seq FROM sessions WHERE id = ?", (session_id,)).fetchone()
+        if recorded is None:
+            raise SessionNotFound(f'session "{session_id}" not found')
         while True:
-            with self._lock:
+            with self._lock, SqliteErrors(self.path, doing):
                 rows = self._db.execute(
-                    "SELECT seq, body FROM events WHERE session_id = ? AND seq >= ? ORDER BY seq LIMIT ?",
+                    "SELECT seq, body, crc FROM events WHERE session_id = ? AND seq >= ? ORDER BY seq LIMIT ?",
                     (session_id, expected, _READ_CHUNK),
                 ).fetchall()
-            for seq, body in rows:
+            for seq, body, crc in rows:
                 if seq != expected:
                     raise CorruptSessionError(
                         f'session "{session_id}" is missing event {expected} (next stored: {seq})'
                     )
-                yield parse_stored_event(session_id, seq, body)
+                yield _verified_event(session_id, seq, body, crc)
                 expected += 1
             if len(rows) < _READ_CHUNK:
-                return
+                break
+        if expected == recorded[0]:
+            return
+        # Rows committed while we read are fine; fewer rows than recorded at the start, or more than recorded
+        # now (next_seq moves in the same transaction as the rows), are damage.
+        with self._lock, SqliteErrors(self.path, doing):
+            now = self._db.execute("SELECT next_seq FROM sessions WHERE id = ?", (session_id,)).fetchone()
+        if now is None:
+            raise SessionNotFound(f'session "{session_id}" was deleted while it was read')
+        if expected < recorded[0] or (expected > from_seq and expected > now[0]):
+            raise CorruptSessionError(_lost_rows(session_id, expected, now[0]))
 
     def _append(self, session_id: str, expected_seq: int, events: Sequence[SessionEvent]) -> None:
         """The live write path: one ``BEGIN IMMEDIATE`` transaction per flush, the stored next seq re-read inside it.
@@ -307,9 +461,10 @@ class SqliteStore(BaseStore):
         work only, and every statement goes through one long-lived cursor.
         """
         rows = self._rows(session_id, events)
+        doing = f'appending to session "{session_id}"'
         with self._lock:
             cursor = self._cursor
-            self._begin()
+            self._begin(doing)
             try:
                 stored = self._next_seq(cursor, session_id)
                 if stored != expected_seq:
@@ -320,41 +475,61 @@ class SqliteStore(BaseStore):
                         actual_seq=stored,
                     )
                 cursor.executemany(_INSERT_EVENTS, rows)
+                cursor.execute("UPDATE sessions SET next_seq = ? WHERE id = ?", (expected_seq + len(rows), session_id))
                 cursor.execute("COMMIT")
             except sqlite3.IntegrityError as error:
                 self._rollback()
                 raise ConflictError(
                     f'session "{session_id}": seq already taken ({error})', expected_seq=expected_seq
                 ) from None
+            except sqlite3.Error as error:
+                self._rollback()
+                raise store_error(error, self.path, doing) from None
             except BaseException:
                 self._rollback()
                 raise
 
     def _remove(self, session_id: str) -> None:
-        with self._write() as db:
-            db.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
+        try:
+            with self._write(f'deleting session "{session_id}"') as db:
+                db.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
+        except sqlite3.IntegrityError as error:  # a fork was made meanwhile and reads through it
+            raise ConflictError(f'session "{session_id}" gained a fork while being deleted ({error})') from None
 
     def _ids(self) -> list[str]:
-        with self._lock:
+        with self._lock, SqliteErrors(self.path, "listing sessions"):
             return [row[0] for row in self._db.execute("SELECT id FROM sessions ORDER BY id")]
 
     def _children(self, session_id: str) -> list[str]:
-        with self._lock:
+        with self._lock, SqliteErrors(self.path, f'listing the forks of session "{session_id}"'):
             rows = self._db.execute("SELECT id FROM sessions WHERE base_id = ? ORDER BY id", (session_id,))
             return [row[0] for row in rows]
 
     def _rebase(self, session_id: str, prefix: Sequence[SessionEvent]) -> None:
-        with self._write() as db:
-            db.executemany(_INSERT_EVENTS, self._rows(session_id, prefix))
-            db.execute("UPDATE sessions SET base_id = NULL, base_count = 0 WHERE id = ?", (session_id,))
+        raw, _base_id, _base_count = self._session_row(session_id)
+        header = parse_stored_header(session_id, raw)
+        crc = session_row_crc(session_id, raw, header.created_at, header.cwd, header.parent_session, None, 0)
+        try:
+            with self._write(f'detaching fork "{session_id}"') as db:
+                db.executemany(_INSERT_EVENTS, self._rows(session_id, prefix))
+                db.execute(
+                    "UPDATE sessions SET base_id = NULL, base_count = 0, crc = ? WHERE id = ?", (crc, session_id)
+                )
+        except sqlite3.IntegrityError as error:
+            raise CorruptSessionError(
+                f'fork "{session_id}" already holds rows of its inherited prefix ({error})'
+            ) from None
 
     def _turn_window(self, session_id: str, boundary: int) -> list[SessionEvent]:
         """Seek to the last turn boundary at or before ``boundary`` instead of reading the prefix."""
         start = self._last_turn_mark(session_id, boundary)
-        return list(itertools.takewhile(lambda e: e.seq <= boundary, self._read_chain(session_id, start)))
+        window = list(itertools.takewhile(lambda e: e.seq <= boundary, self._read_chain(session_id, start)))
+        if start > 0 and window and window[0].type not in ("turn/start", "turn/end"):  # the type column lied
+            raise CorruptSessionError(f'session "{session_id}" row {start} does not hold its indexed event')
+        return window
 
     def _last_turn_mark(self, session_id: str, at: int) -> int:
-        with self._lock:
+        with self._lock, SqliteErrors(self.path, f'reading session "{session_id}"'):
             row = self._db.execute(
                 "SELECT seq FROM events WHERE session_id = ? AND seq <= ? AND type IN ('turn/start', 'turn/end') "
                 "ORDER BY seq DESC LIMIT 1",
@@ -375,16 +550,17 @@ class SqliteStore(BaseStore):
         """Filtered in SQL (see :meth:`BaseStore.read_types`)."""
         marks = ", ".join("?" * len(types))
         chunk = 16  # small first: a caller looking for the first match stops early and pays for one short scan
+        doing = f'reading session "{session_id}"'
         while until is None or from_seq < until:
-            with self._lock:
+            with self._lock, SqliteErrors(self.path, doing):
                 rows = self._db.execute(
-                    f"SELECT seq, body FROM events WHERE session_id = ? AND seq >= ? AND seq < ? AND type IN ({marks}) "
-                    "ORDER BY seq LIMIT ?",
+                    f"SELECT seq, type, body, crc FROM events WHERE session_id = ? AND seq >= ? AND seq < ? "
+                    f"AND type IN ({marks}) ORDER BY seq LIMIT ?",
                     (session_id, from_seq, MAX_SAFE_INTEGER if until is None else until, *types, chunk),
                 ).fetchall()
-            for seq, body in rows:
-                event = parse_stored_event(session_id, seq, body)
-                if event.type not in types:
+            for seq, kind, body, crc in rows:
+                event = _verified_event(session_id, seq, body, crc)
+                if event.type != kind:
                     raise CorruptSessionError(f'session "{session_id}" row {seq} does not hold its indexed event')
                 yield event
             if len(rows) < chunk:
@@ -393,58 +569,78 @@ class SqliteStore(BaseStore):
             chunk = min(chunk * 8, _READ_CHUNK)
 
     _INFO_COLUMNS = (
-        "SELECT s.id, s.header, s.base_count, s.created_at, "
+        "SELECT s.id, s.header, s.created_at, s.cwd, s.parent_session, s.base_id, s.base_count, s.crc, s.next_seq, "
         "(SELECT seq FROM events e WHERE e.session_id = s.id ORDER BY seq DESC LIMIT 1), "
         "(SELECT time FROM events e WHERE e.session_id = s.id ORDER BY seq DESC LIMIT 1), "
         "(SELECT group_concat(c.id, char(10)) FROM sessions c WHERE c.parent_session = s.id)"
     )
+    _INFO_WIDTH = 12
 
-    def _info(
-        self,
-        session_id: str,
-        raw: str,
-        base_count: int,
-        created_at: int,
-        last_seq: int | None,
-        last_time: int | None,
-        forks: str | None,
-    ) -> SessionInfo:
+    @staticmethod
+    def _info(values: Sequence[Any], *, lenient: bool = False) -> tuple[SessionInfo, bool]:
+        """A session's info from an :attr:`_INFO_COLUMNS` row, and whether its rows are intact.
+
+        A damaged session row is always an error. Rows lost from the end of its log are an
+        error too, unless ``lenient`` (a listing): then the flag is False and the info
+        reports the larger of the two counts, so the caller reads the log (never an empty
+        one), and that read names the damage.
+        """
+        session_id, raw, created_at, cwd, parent, base_id, base_count, crc, recorded, last_seq, last_time, forks = (
+            values[:12]
+        )
+        if session_row_crc(session_id, raw, created_at, cwd, parent, base_id, base_count) != crc:
+            raise CorruptSessionError(f'stored header of session "{session_id}" is damaged (checksum mismatch)')
         header = parse_stored_header(session_id, raw)
         next_seq = base_count if last_seq is None else last_seq + 1
+        intact = next_seq == recorded
+        if not intact:
+            if not lenient:
+                raise CorruptSessionError(_lost_rows(session_id, next_seq, recorded))
+            next_seq = max(next_seq, recorded)
         updated_at = created_at if last_time is None else max(created_at, last_time)
         children = tuple(sorted(forks.split("\n"))) if forks else ()
-        return SessionInfo(session_id, header, next_seq, updated_at, children)
+        return SessionInfo(session_id, header, next_seq, updated_at, children), intact
 
     def _infos(self, where: str, params: tuple[Any, ...]) -> list[SessionInfo]:
-        with self._lock:
+        with self._lock, SqliteErrors(self.path, "listing sessions"):
             rows = self._db.execute(f"{self._INFO_COLUMNS} FROM sessions s {where}", params).fetchall()
-        return [self._info(*row) for row in rows]
+            if not where:
+                self._check_session_count(len(rows))
+        return [self._info(row)[0] for row in rows]
+
+    def _check_session_count(self, listed: int) -> None:
+        """A listing scans the sessions table; its primary-key index must count as many rows.
+
+        A damaged table page can drop rows from a scan without SQLite noticing, and a
+        session missing from a listing is as lost as a missing event: counting the index
+        (a separate b-tree, a few KB read per thousand sessions) catches it.
+        """
+        (indexed,) = self._db.execute(_COUNT_SESSIONS).fetchone()
+        if indexed != listed:
+            raise CorruptSessionError(
+                f"{self.path} is damaged: its sessions table lists {listed} sessions but its index holds {indexed}"
+            )
 
     # -- projection cache -------------------------------------------------------------------
 
-    @staticmethod
-    def _projection_row(key: str, version: int, seq: int, state: str, identity: str) -> ProjectionRow | None:
-        try:
-            return ProjectionRow(key, version, seq, orjson.loads(state), identity)
-        except orjson.JSONDecodeError:
-            return None  # a damaged row is no row: the projection is folded from the log
-
     def _load_projection_rows(self, session_id: str) -> list[ProjectionRow]:
-        try:
-            with self._lock:
-                raw = self._db.execute(
-                    "SELECT key, state_version, seq, state, identity FROM projection_cache WHERE session_id = ?",
-                    (session_id,),
-                ).fetchall()
-        except sqlite3.Error as error:
-            raise StoreError(f"{self.path}: cannot read the projection cache: {error}") from None
-        return [row for values in raw if (row := self._projection_row(*values)) is not None]
+        with self._lock, SqliteErrors(self.path, f'reading the projection cache of session "{session_id}"'):
+            raw = self._db.execute(
+                f"SELECT {_CACHE_COLUMNS} FROM projection_cache WHERE session_id = ?", (session_id,)
+            ).fetchall()
+        sid = session_id.encode()
+        return [row for values in raw if (row := _cache_row(sid, *values)) is not None]
 
     def _save_projection_rows(self, session_id: str, rows: Sequence[ProjectionRow]) -> None:
-        params = [
-            (session_id, row.key, row.state_version, row.seq, orjson.dumps(row.state).decode(), row.identity)
-            for row in rows
-        ]
+        if self.read_only:
+            return  # the cache is a shortcut: a read-only store is folded from its log, and nothing is lost
+        params = []
+        for row in rows:
+            state = orjson.dumps(row.state)
+            crc = cache_row_crc(
+                session_id.encode(), row.key.encode(), row.state_version, row.seq, state, row.identity.encode()
+            )
+            params.append((session_id, row.key, row.state_version, row.seq, state.decode(), row.identity, crc))
         if not params:
             return
         with self._lock:
@@ -454,57 +650,79 @@ class SqliteStore(BaseStore):
                 # order, so these rows can never outlive the (FULL-synchronous) events they were folded from.
                 db.execute("PRAGMA synchronous = NORMAL")
                 try:
-                    with self._write() as tx:
+                    with self._write(f'writing the projection cache of session "{session_id}"') as tx:
                         tx.executemany(_SAVE_ROW, params)
                 finally:
                     db.execute("PRAGMA synchronous = FULL")
             except sqlite3.IntegrityError:
                 return  # the session was deleted meanwhile
             except sqlite3.Error as error:
-                raise StoreError(f"{self.path}: cannot write the projection cache: {error}") from None
+                raise store_error(error, self.path, "writing the projection cache") from None
 
     def _list_projection_rows(self, keys: Sequence[str]) -> dict[str, dict[str, ProjectionRow]]:
         wanted = tuple(dict.fromkeys(keys))
         if not wanted:
             return {}
         marks = ", ".join("?" * len(wanted))
-        with self._lock:
+        with self._lock, SqliteErrors(self.path, "reading the projection cache"):
             raw = self._db.execute(
-                f"SELECT session_id, key, state_version, seq, state, identity FROM projection_cache "
-                f"WHERE key IN ({marks})",
+                f"SELECT CAST(session_id AS BLOB), {_CACHE_COLUMNS} FROM projection_cache WHERE key IN ({marks})",
                 wanted,
             ).fetchall()
-        return group_projection_rows(raw)
+        found: dict[str, dict[str, ProjectionRow]] = {}
+        for session_id, *values in raw:
+            row = _cache_row(session_id, *values)
+            if row is not None:
+                found.setdefault(session_id.decode(), {})[row.key] = row
+        return found
 
     def _infos_and_projection_rows(
         self, keys: Sequence[str]
     ) -> tuple[list[SessionInfo], dict[str, dict[str, ProjectionRow]]]:
-        """Sessions and their cache rows of ``keys`` in one query (one snapshot; a primary-key seek per row)."""
+        """Sessions and their cache rows of ``keys`` in one query (one snapshot; a primary-key seek per row).
+
+        A session whose log lost rows is listed with no cache rows, so the caller folds its
+        log, and that read reports the damage for that session alone.
+        """
         wanted = tuple(dict.fromkeys(keys))
-        columns = "".join(f", p{i}.state_version, p{i}.seq, p{i}.state, p{i}.identity" for i in range(len(wanted)))
+        columns = "".join(
+            f", p{i}.state_version, p{i}.seq, CAST(p{i}.state AS BLOB), CAST(p{i}.identity AS BLOB), p{i}.crc"
+            for i in range(len(wanted))
+        )
         joins = "".join(
             f" LEFT JOIN projection_cache p{i} ON p{i}.session_id = s.id AND p{i}.key = ?" for i in range(len(wanted))
         )
-        with self._lock:
+        with self._lock, SqliteErrors(self.path, "listing sessions"):
             raw = self._db.execute(f"{self._INFO_COLUMNS}{columns} FROM sessions s{joins}", wanted).fetchall()
+            self._check_session_count(len(raw))
         infos: list[SessionInfo] = []
         found: dict[str, dict[str, ProjectionRow]] = {}
-        parse, make_info = orjson.loads, self._info
+        make_info, make_row, width = self._info, _cache_row, self._INFO_WIDTH
+        encoded = [key.encode() for key in wanted]
         for values in raw:  # one tight loop: a big store lists tens of thousands of these
             session_id = values[0]
-            infos.append(make_info(session_id, values[1], values[2], values[3], values[4], values[5], values[6]))
+            info, intact = make_info(values, lenient=True)
+            infos.append(info)
+            if not intact:
+                continue
             rows: dict[str, ProjectionRow] = {}
-            column = 7
-            for key in wanted:
+            column = width
+            sid = session_id.encode()
+            for key, key_bytes in zip(wanted, encoded, strict=True):
                 state = values[column + 2]
                 if state is not None:
-                    try:
-                        parsed = parse(state)
-                    except orjson.JSONDecodeError:  # a damaged row is no row: that projection is folded from the log
-                        parsed = _DAMAGED
-                    if parsed is not _DAMAGED:
-                        rows[key] = ProjectionRow(key, values[column], values[column + 1], parsed, values[column + 3])
-                column += 4
+                    row = make_row(
+                        sid,
+                        key_bytes,
+                        values[column],
+                        values[column + 1],
+                        state,
+                        values[column + 3],
+                        values[column + 4],
+                    )
+                    if row is not None:  # a damaged row is no row: that projection is folded from the log
+                        rows[key] = row
+                column += 5
             if rows:
                 found[session_id] = rows
         infos.sort(key=lambda info: (info.updated_at, info.id), reverse=True)
@@ -512,3 +730,17 @@ class SqliteStore(BaseStore):
 
     def _query_infos(self, session_id: str | None) -> list[SessionInfo]:
         return self._infos("", ()) if session_id is None else self._infos("WHERE s.id = ?", (session_id,))
+
+
+def _verified_event(session_id: str, seq: int, body: bytes, crc: int) -> SessionEvent:
+    """The event a row holds, once its checksum proves the row is as written."""
+    if event_row_crc(session_id, seq, body) != crc:
+        raise CorruptSessionError(f'session "{session_id}" event {seq} is damaged (checksum mismatch)')
+    return parse_stored_event(session_id, seq, body)
+
+
+def _lost_rows(session_id: str, stored: int, recorded: int) -> str:
+    return (
+        f'session "{session_id}" is damaged: its log holds events up to seq {stored - 1} but recorded '
+        f"{recorded} events (rows were lost, or the session row is damaged)"
+    )

@@ -72,8 +72,8 @@ def busy_error(session_id: str, pid: int | None, host: str | None, *, detail: st
         where = f"open in another process{detail or ' (its holder is not recorded)'}"
     else:
         holder = f"pid {pid} on host {host}"
-        same = (pid, host) == this_holder()
-        where = f"{'already open in this process' if same else 'open in another process'} (pid {pid}, host {host}){detail}"
+        place = "already open in this process" if (pid, host) == this_holder() else "open in another process"
+        where = f"{place} (pid {pid}, host {host}){detail}"
     return SessionBusyError(
         f'session "{session_id}" is {where}: one live writer at a time; close it there first '
         "(reading it with inspect/read needs no lease)",

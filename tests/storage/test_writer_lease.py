@@ -1,0 +1,176 @@
+"""Single-writer leases on SQLite and PostgreSQL, with real processes (issue #11, item 4).
+
+Process A (``python -m dshpy.testing.lease_workers hold``) opens a session and keeps a
+turn in progress. While it lives, this process's ``open()`` is refused naming A's pid
+and host, ``dshpy sessions repair`` refuses without appending, and ``inspect``/``read``
+still work. Once A is killed with SIGKILL the lease is free and ``open()`` repairs the
+turn it left; once A closes cleanly, ``open()`` has nothing to repair. Then the issue's
+scenario in small: two writer processes taking turns on one session never close each
+other's live turns and lose no answer.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import orjson
+import pytest
+
+import dshpy
+from dshpy.testing.builders import TurnScript
+from dshpy.testing.lease_workers import answer_text
+
+WORKERS = [sys.executable, "-m", "dshpy.testing.lease_workers"]
+TURNS_EACH = 20
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def url(request, tmp_path):
+    if request.param == "postgres":
+        return request.getfixturevalue("postgres_url")  # skips, saying why, without DSH_TEST_POSTGRES_DSN
+    return f"sqlite:///{tmp_path}/lease.db"
+
+
+def _env() -> dict[str, str]:
+    src = str(Path(dshpy.__file__).resolve().parents[1])
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
+
+
+@contextmanager
+def _holder(url: str, session_id: str) -> Iterator[subprocess.Popen[str]]:
+    """Process A, holding the session with a turn in progress until told to finish (or killed)."""
+    with subprocess.Popen(
+        [*WORKERS, "hold", url, session_id],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=_env(),
+    ) as holder:
+        try:
+            assert holder.stdout is not None
+            line = holder.stdout.readline()
+            assert line.strip() == "ready", f"holder did not start: {line!r}"
+            yield holder
+        finally:
+            if holder.poll() is None:
+                holder.kill()
+            holder.wait()
+
+
+def _new_session(url: str) -> str:
+    store = dshpy.open_store(url)
+    session = store.create(cwd="/w")
+    TurnScript(session).turn("before")
+    session.close()
+    store.close()
+    return session.id
+
+
+def _repair_cli(url: str, session_id: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "dshpy", "sessions", "repair", session_id, "--store", url],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=60,
+        check=False,
+    )
+
+
+def _wire(events) -> list[dict]:
+    return [event.to_wire() for event in events]
+
+
+def test_a_live_writer_in_another_process_is_never_repaired_until_it_is_killed(url):
+    session_id = _new_session(url)
+    store = dshpy.open_store(url)
+    with _holder(url, session_id) as holder:
+        live = list(store.read(session_id))
+        assert live[-1].type == "user/message"  # A's turn is in progress
+        with pytest.raises(dshpy.SessionBusyError) as busy:
+            store.open(session_id)
+        assert busy.value.holder == f"pid {holder.pid} on host {socket.gethostname()}"
+        assert f"pid {holder.pid}, host {socket.gethostname()}" in str(busy.value)
+        assert isinstance(busy.value, dshpy.ConflictError)
+        refused = _repair_cli(url, session_id)
+        assert refused.returncode != 0
+        assert f"pid {holder.pid}" in refused.stderr + refused.stdout
+        assert _wire(store.read(session_id)) == _wire(live)  # nothing was appended
+        view = store.inspect(session_id)  # readers never need the lease
+        assert view.events[-1].data["reason"] == {"kind": "interrupted"}
+        assert _wire(store.read(session_id)) == _wire(live)
+
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(timeout=30)
+        session = store.open(session_id)  # A is gone: the lease is free and the crash is repaired
+        repaired = list(store.read(session_id))
+        assert _wire(repaired[: len(live)]) == _wire(live)
+        assert [e.type for e in repaired[len(live) :]] == ["step/end", "turn/end"]
+        assert repaired[-1].data["reason"] == {"kind": "interrupted"}
+        assert session.open_turn is None
+        session.close()
+    store.close()
+
+
+def test_after_a_clean_close_in_another_process_open_repairs_nothing(url):
+    session_id = _new_session(url)
+    with _holder(url, session_id) as holder:
+        assert holder.stdin is not None and holder.stdout is not None
+        holder.stdin.write("finish\n")
+        holder.stdin.flush()
+        assert holder.stdout.readline().strip() == "closed"
+        assert holder.wait(timeout=30) == 0
+    store = dshpy.open_store(url)
+    before = list(store.read(session_id))
+    assert before[-1].type == "turn/end" and before[-1].data["reason"] == {"kind": "completed"}
+    session = store.open(session_id)
+    assert _wire(store.read(session_id)) == _wire(before)  # no repair: nothing appended
+    session.close()
+    repaired = _repair_cli(url, session_id)
+    assert repaired.returncode == 0, repaired.stderr
+    assert "nothing to repair" in repaired.stdout
+    store.close()
+
+
+def test_two_writer_processes_taking_turns_never_interrupt_each_other(url):
+    store = dshpy.open_store(url)
+    session = store.create(cwd="/w")
+    session.close()
+    store.close()
+    writers = [
+        subprocess.Popen(  # both run at once; communicate() below reaps each and closes its pipe
+            [*WORKERS, "turns", url, session.id, str(writer), str(TURNS_EACH)],
+            stdout=subprocess.PIPE,
+            text=True,
+            env=_env(),
+        )
+        for writer in (1, 2)
+    ]
+    reports = []
+    for writer in writers:
+        out, _ = writer.communicate(timeout=120)
+        assert writer.returncode == 0
+        reports.append(orjson.loads(out.strip().splitlines()[-1]))
+    store = dshpy.open_store(url)
+    events = list(store.read(session.id))
+    store.close()
+    dshpy.validate(events)
+    ends = [e.data["reason"]["kind"] for e in events if e.type == "turn/end"]
+    assert ends.count("interrupted") == 0
+    assert ends == ["completed"] * (2 * TURNS_EACH)
+    assert [answer for report in reports for answer in report["lost"]] == []
+    answers = {
+        block["text"]
+        for e in events
+        if e.type == "assistant/message"
+        for block in e.data["message"]["content"]
+        if block["type"] == "text"
+    }
+    assert answers == {answer_text(w, k) for w in (1, 2) for k in range(TURNS_EACH)}

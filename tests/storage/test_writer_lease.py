@@ -16,6 +16,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -174,3 +175,99 @@ def test_two_writer_processes_taking_turns_never_interrupt_each_other(url):
         if block["type"] == "text"
     }
     assert answers == {answer_text(w, k) for w in (1, 2) for k in range(TURNS_EACH)}
+
+
+# -- SQLite: the lease files -------------------------------------------------------------------
+
+
+def test_sqlite_leases_are_files_only_while_held_never_for_readers(tmp_path):
+    url = f"sqlite:///{tmp_path}/lease.db"
+    leases = tmp_path / "lease.db-leases"
+    session_id = _new_session(url)
+    assert list(leases.iterdir()) == []  # closed: released and removed
+    reader = dshpy.open_store(url)
+    reader.inspect(session_id)
+    list(reader.read(session_id))
+    reader.stat(session_id)
+    reader.list()
+    reader.projections(session_id)
+    assert list(leases.iterdir()) == []
+    store = dshpy.open_store(url)
+    upper = store.create(session_id="Case")
+    lower = store.create(session_id="case")  # ids differ by case only: two leases, even on a case-blind disk
+    live = store.open(session_id)
+    assert sorted(p.name for p in leases.iterdir()) == sorted(["^case.lock", "case.lock", f"{session_id}.lock"])
+    record = orjson.loads((leases / f"{session_id}.lock").read_bytes())
+    assert (record["pid"], record["host"]) == (os.getpid(), socket.gethostname())
+    with pytest.raises(dshpy.SessionBusyError):
+        store.delete(session_id)  # not from under its live writer
+    live.close()
+    upper.close()
+    lower.close()
+    store.delete(session_id)
+    store.delete("Case")
+    assert sorted(p.name for p in leases.iterdir()) == []
+    assert not reader.exists(session_id)
+    reader.close()
+    store.close()
+
+
+def test_sqlite_a_removed_lease_file_stops_its_writer(tmp_path):
+    store = dshpy.open_store(f"sqlite:///{tmp_path}/lease.db")
+    session = store.create()
+    (tmp_path / "lease.db-leases" / f"{session.id}.lock").unlink()  # by hand: now another open could succeed
+    other = store.open(session.id)
+    session.append("turn/start", {"turn": 1})
+    with pytest.raises(dshpy.StoreError, match="removed or replaced"):
+        session.flush()
+    assert list(store.read(session.id)) == []
+    other.close()
+    store.close()
+
+
+# -- PostgreSQL: the advisory lock's connection ----------------------------------------------
+
+
+def _lease_backend(dsn: str) -> int:
+    """Terminate this process's lease connection on the server and wait until its backend is gone."""
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE application_name = %s",
+            (f"dshpy-lease pid={os.getpid()} host={socket.gethostname()}"[:63],),
+        ).fetchone()
+        assert row is not None, "no lease connection found"
+        conn.execute("SELECT pg_terminate_backend(%s)", (row[0],))
+        deadline = time.monotonic() + 10
+        while conn.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", (row[0],)).fetchone():
+            assert time.monotonic() < deadline, "the terminated backend did not go away"
+            time.sleep(0.01)
+        return int(row[0])
+
+
+def test_postgres_a_lost_lease_connection_is_taken_again_or_refused(postgres_url, postgres_dsn):
+    store = dshpy.open_store(postgres_url)
+    session = store.create()
+    TurnScript(session).turn()
+    session.flush()
+    _lease_backend(postgres_dsn)  # the server drops the lock with its backend (a restart, an admin)
+    TurnScript(session).turn("after the lease connection died")
+    session.flush()  # nobody took it meanwhile: taken again on a new connection
+    assert _wire(store.read(session.id)) == _wire(session.events)
+
+    session.append("turn/start", {"turn": session.next_turn})
+    session.flush()
+    _lease_backend(postgres_dsn)
+    other = dshpy.open_store(postgres_url)
+    thief = other.open(session.id)  # the lease was free: this open may repair, and does
+    assert thief.events[-1].data["reason"] == {"kind": "interrupted"}
+    session.append("step/start", {"turn": session.next_turn - 1, "step": 1})
+    with pytest.raises(dshpy.SessionBusyError, match=f"pid {os.getpid()}"):
+        session.flush()  # the first handle cannot take it back while the other holds it
+    thief.close()
+    with pytest.raises(dshpy.ConflictError):
+        session.flush()  # free again, but the log moved on: the conditional append refuses to interleave
+    assert _wire(store.read(session.id)) == _wire(thief.events)
+    other.close()
+    store.close()

@@ -58,7 +58,7 @@ from dshpy.storage.postgres_connect import (
     translated,
 )
 from dshpy.storage.postgres_follow import notify_follow
-from dshpy.storage.postgres_lease import AdvisoryLease
+from dshpy.storage.postgres_lease import AdvisoryLease, holder_of, lease_key
 from dshpy.storage.postgres_schema import MIGRATIONS, prepare_schema
 from dshpy.storage.projection_cache import ProjectionRow, group_projection_rows
 from dshpy.storage.urls import StoreURL, parse_store_url
@@ -256,6 +256,10 @@ class PostgresStore(BaseStore):
     def _lease(self, session_id: str) -> AdvisoryLease:
         """An advisory lock on a connection of its own, held for the live session's lifetime (see
         :mod:`dshpy.storage.postgres_lease` for why, and what it costs)."""
+        with self._connection(f'check the writer lease of session "{session_id}"') as conn:
+            busy = holder_of(conn, lease_key(self.schema, session_id), session_id)
+        if busy is not None:  # held: refused without opening a connection for nothing
+            raise busy
         return AdvisoryLease(self._options.conninfo, self.schema, session_id)
 
     def _insert_events(self, conn: psycopg.Connection[Any], session_id: str, events: Sequence[SessionEvent]) -> None:

@@ -38,7 +38,7 @@ from dshpy.errors import SessionBusyError, StoreError, StoreUnavailableError
 from dshpy.storage.lease import busy_error, this_holder
 from dshpy.storage.postgres_connect import connect
 
-__all__ = ["AdvisoryLease", "lease_key"]
+__all__ = ["AdvisoryLease", "holder_of", "lease_key"]
 
 _KEEPALIVE_SETTINGS = ("tcp_keepalives_idle", "60"), ("tcp_keepalives_interval", "10"), ("tcp_keepalives_count", "6")
 """Server-side keepalives of the lease connection: a vanished holder host is detected in about two minutes."""
@@ -56,6 +56,23 @@ def lease_key(schema: str, session_id: str) -> int:
     """The advisory lock key of a session: the first 8 bytes of a SHA-256, as a signed bigint."""
     digest = hashlib.sha256(f"dshpy-lease\0{schema}\0{session_id}".encode()).digest()
     return int.from_bytes(digest[:8], "big", signed=True)
+
+
+def holder_of(conn: psycopg.Connection[Any], key: int, session_id: str) -> SessionBusyError | None:
+    """The busy error naming whoever holds lock ``key`` now, or ``None`` if nobody does (one query).
+
+    Asked on a pooled connection before a lease connection is opened, it spares a writer
+    that retries while the session is busy a new server connection per try.
+    """
+    unsigned = key & 0xFFFF_FFFF_FFFF_FFFF
+    row = conn.execute(_FIND_HOLDER, (unsigned >> 32, unsigned & 0xFFFF_FFFF)).fetchone()
+    if row is None:
+        return None
+    name, backend = row
+    match = _HOLDER.fullmatch(name or "")
+    if match is None:
+        return busy_error(session_id, None, None, detail=f" (PostgreSQL backend pid {backend})")
+    return busy_error(session_id, int(match[1]), match[2])
 
 
 def _application_name() -> str:
@@ -79,10 +96,12 @@ class AdvisoryLease:
         """A new connection holding the lock, or SessionBusyError naming the holder."""
         conn = connect(self._conninfo, application_name=_application_name())
         try:
-            for name, value in (("idle_session_timeout", "0"), *_KEEPALIVE_SETTINGS):
-                with contextlib.suppress(psycopg.Error):  # older servers lack some; Unix sockets ignore keepalives
-                    conn.execute("SELECT set_config(%s, %s, false)", (name, value))
-            row = conn.execute("SELECT pg_try_advisory_lock(%s)", (self.key,)).fetchone()
+            settings = [*_KEEPALIVE_SETTINGS]  # ignored on a Unix socket, harmless there
+            if conn.info.server_version >= 140000:  # idle_session_timeout is new in PostgreSQL 14
+                settings.append(("idle_session_timeout", "0"))
+            configure = "".join(", set_config(%s, %s, false)" for _ in settings)
+            params = [self.key, *(part for setting in settings for part in setting)]
+            row = conn.execute(f"SELECT pg_try_advisory_lock(%s){configure}", params).fetchone()  # one round trip
             if row is None or not row[0]:
                 raise self._busy(conn)
         except BaseException as error:
@@ -95,15 +114,10 @@ class AdvisoryLease:
         return conn
 
     def _busy(self, conn: psycopg.Connection[Any]) -> SessionBusyError:
-        unsigned = self.key & 0xFFFF_FFFF_FFFF_FFFF
-        row = conn.execute(_FIND_HOLDER, (unsigned >> 32, unsigned & 0xFFFF_FFFF)).fetchone()
-        if row is None:  # released just now: say so rather than guess
+        busy = holder_of(conn, self.key, self.session_id)
+        if busy is None:  # released just now: say so rather than guess
             return busy_error(self.session_id, None, None, detail=" (its lease was being released; try again)")
-        name, backend = row
-        match = _HOLDER.fullmatch(name or "")
-        if match is None:
-            return busy_error(self.session_id, None, None, detail=f" (PostgreSQL backend pid {backend})")
-        return busy_error(self.session_id, int(match[1]), match[2])
+        return busy
 
     def check(self) -> None:
         """Before a write: make sure the lock's connection is still alive, and take the lock again if it is not.

@@ -11,6 +11,7 @@ other's live turns and lose no answer.
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import socket
@@ -222,6 +223,26 @@ def test_sqlite_a_removed_lease_file_stops_its_writer(tmp_path):
         session.flush()
     assert list(store.read(session.id)) == []
     other.close()
+    store.close()
+
+
+def test_sqlite_a_forked_child_dropping_an_inherited_handle_leaves_the_lease_held(tmp_path):
+    store = dshpy.open_store(f"sqlite:///{tmp_path}/lease.db")
+    session = store.create()
+    lease_file = tmp_path / "lease.db-leases" / f"{session.id}.lock"
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child's outcome is checked by the parent
+        try:
+            del session  # the child's copy of the handle goes away, as in any forked worker that drops it
+            gc.collect()
+        finally:
+            os._exit(0)
+    os.waitpid(child, 0)
+    assert lease_file.exists()
+    with pytest.raises(dshpy.SessionBusyError):
+        store.open(session.id)
+    session.close()
+    assert not lease_file.exists()
     store.close()
 
 

@@ -100,13 +100,14 @@ class FileLease:
     file at the path (a holder may have unlinked it meanwhile) and tries again if not.
     """
 
-    __slots__ = ("_fd", "_inode", "path", "session_id")
+    __slots__ = ("_fd", "_inode", "_pid", "path", "session_id")
 
     def __init__(self, session_id: str, path: Path, fd: int, inode: tuple[int, int]) -> None:
         self.session_id = session_id
         self.path = path
         self._fd = fd
         self._inode = inode
+        self._pid = os.getpid()
 
     @classmethod
     def acquire(cls, directory: Path, session_id: str) -> FileLease:
@@ -157,6 +158,9 @@ class FileLease:
     def release(self) -> None:
         fd, self._fd = self._fd, -1
         if fd < 0:
+            return
+        if os.getpid() != self._pid:  # a forked child's copy: closing it is all; the lock stays its parent's
+            os.close(fd)
             return
         try:
             if _inode_at(self.path) == self._inode:  # still ours: nobody can take it before we unlock

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
 import re
 import select
 import threading
@@ -89,6 +90,7 @@ class AdvisoryLease:
         self.session_id = session_id
         self.key = lease_key(schema, session_id)
         self._mutex = threading.Lock()
+        self._pid = os.getpid()
         self._released = False
         self._conn: psycopg.Connection[Any] | None = self._take()
 
@@ -146,8 +148,8 @@ class AdvisoryLease:
         with self._mutex:
             conn, self._conn = self._conn, None
             self._released = True
-        if conn is None:
-            return
+        if conn is None or os.getpid() != self._pid:
+            return  # in a forked child the socket is its parent's: saying anything on it would end the parent's lease
         with contextlib.suppress(psycopg.Error):  # closing the connection drops the lock anyway
             conn.execute("SELECT pg_advisory_unlock(%s)", (self.key,))
         with contextlib.suppress(psycopg.Error):

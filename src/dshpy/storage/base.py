@@ -7,12 +7,14 @@ export/import and validation behave identically on every backend; the shared
 contract suite in :mod:`dshpy.testing.contract` checks exactly that.
 
 Conditional append keeps every log consistent: a batch commits only if the stored
-log ends exactly where the writer expected. On top of it, each session has one live
-writer at a time: ``create``/``open``/``fork`` take the session's lease (see
-:mod:`dshpy.storage.lease`) before reading, so ``open``'s crash repair never closes a
-turn that another live handle is still writing; readers never need the lease. Re-sending a batch that already
+log ends exactly where the writer expected. Re-sending a batch that already
 committed with identical bytes succeeds without writing, so a client that lost the
 reply can simply retry.
+
+On top of it, each session has one live writer at a time: ``create``/``open``/``fork``
+take the session's lease (:meth:`BaseStore._lease`, see :mod:`dshpy.storage.lease`)
+before reading and hold it until ``close``, so ``open``'s crash repair never closes a
+turn another live handle is still writing. Readers never need the lease.
 """
 
 from __future__ import annotations

@@ -59,6 +59,7 @@ def main(url: str) -> None:
     session.append("turn/start", {"turn": 2})
     session.append("step/start", {"turn": 2, "step": 1})
     session.flush()
+    session.close()  # its writer goes away mid-turn, as a crashed process's would (a live one could not be reopened)
     reopened = store.open(session.id)
     last = reopened.events[-1]
     print(f"reopened after a crash: last event {last.type} {last.data['reason']['kind']}")

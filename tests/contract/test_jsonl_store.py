@@ -5,8 +5,6 @@ from dshpy.testing.contract import StoreContract
 
 
 class TestJsonlStore(StoreContract):
-    _single_writer = True
-
     @pytest.fixture(params=["none", "zstd"])
     def store(self, request, tmp_path):
         return dshpy.open_store(f"jsonl:///{tmp_path}/sessions?compression={request.param}")

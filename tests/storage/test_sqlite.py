@@ -121,6 +121,7 @@ def test_a_file_that_is_not_a_database_is_refused_untouched(tmp_path):
 def test_damaged_event_row_names_the_seq(db_path):
     store = SqliteStore(db_path)
     session = make_session(store)
+    session.close()
     store._db.execute("UPDATE events SET body = ? WHERE session_id = ? AND seq = 5", (b"{not json", session.id))
     with pytest.raises(dshpy.CorruptSessionError, match="event 5 is damaged"):
         store.open(session.id)
@@ -154,6 +155,7 @@ def test_detaching_forks_copies_the_prefix(db_path):
     expected = [e.to_wire() for e in store.read(grandchild.id)]
     with pytest.raises(dshpy.StoreError, match=child.id):
         store.delete(parent.id)
+    parent.close()  # a live session cannot be deleted from under its writer
     store.delete(parent.id, detach_forks=True)
     store.close()
     again = SqliteStore(db_path)

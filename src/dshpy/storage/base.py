@@ -6,10 +6,15 @@ record, read events, conditionally append, delete), so repair, fork planning,
 export/import and validation behave identically on every backend; the shared
 contract suite in :mod:`dshpy.testing.contract` checks exactly that.
 
-Conditional append is the whole concurrency story: a batch commits only if the
-stored log ends exactly where the writer expected. Re-sending a batch that already
+Conditional append keeps every log consistent: a batch commits only if the stored
+log ends exactly where the writer expected. Re-sending a batch that already
 committed with identical bytes succeeds without writing, so a client that lost the
 reply can simply retry.
+
+On top of it, each session has one live writer at a time: ``create``/``open``/``fork``
+take the session's lease (:meth:`BaseStore._lease`, see :mod:`dshpy.storage.lease`)
+before reading and hold it until ``close``, so ``open``'s crash repair never closes a
+turn another live handle is still writing. Readers never need the lease.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import logging
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -50,6 +56,7 @@ from dshpy.projections.definition import ProjectionDefinition
 from dshpy.projections.registry import ProjectionRegistry, default_registry
 from dshpy.projections.runner import Snapshot, attach
 from dshpy.storage.follow import StopSignal, check_follow_args, check_from_seq, poll_follow
+from dshpy.storage.lease import Lease
 from dshpy.storage.projection_cache import (
     CacheWriter,
     ProjectionRow,
@@ -225,18 +232,23 @@ def events_digest(events: Sequence[SessionEvent]) -> str:
 
 
 class _StoreWriter:
-    """The writer a live session gets: conditional appends straight into the backend."""
+    """The writer a live session gets: conditional appends straight into the backend, under its lease."""
 
-    __slots__ = ("_store",)
+    __slots__ = ("_lease", "_store")
 
-    def __init__(self, store: BaseStore) -> None:
+    def __init__(self, store: BaseStore, lease: Lease | None) -> None:
         self._store = store
+        self._lease = lease
 
     def write(self, session_id: str, expected_seq: int, events: Sequence[SessionEvent]) -> None:
+        if self._lease is not None:
+            self._lease.check()
         self._store._append_checked(session_id, expected_seq, events)
 
     def close(self) -> None:
-        pass
+        lease, self._lease = self._lease, None
+        if lease is not None:
+            lease.release()
 
 
 class BaseStore(ABC):
@@ -324,23 +336,52 @@ class BaseStore(ABC):
                 rows[session_id] = found
         return rows
 
+    def _lease(self, session_id: str) -> Lease | None:
+        """Take the session's single-writer lease (see :mod:`dshpy.storage.lease`), without waiting.
+
+        Raise :class:`~dshpy.errors.SessionBusyError` naming the holder while another
+        live handle holds it. ``None`` means the backend has no lease of its own here
+        (JSONL locks inside its own writer instead). The lease does not need the
+        session to exist, so ``create`` can take it before the record is visible.
+        """
+        return None
+
+    @contextmanager
+    def _leased(self, session_id: str) -> Iterator[None]:
+        """Hold the session's lease for one write done outside a live handle (a raw append, a delete)."""
+        lease = self._lease(session_id)
+        try:
+            yield
+        finally:
+            if lease is not None:
+                lease.release()
+
     def _writer(self, session_id: str) -> SessionWriter:
         """The writer a live session appends through.
 
-        Called before the session is read; a backend with a single-writer lock takes it
-        here (raising ConflictError when another writer holds it) and releases it in
-        the writer's ``close()``.
+        Called before the session is read, so ``open`` repairs only a log it owns: the
+        lease is taken here (SessionBusyError while another writer holds it) and
+        released in the writer's ``close()``.
         """
-        return _StoreWriter(self)
+        return _StoreWriter(self, self._lease(session_id))
 
     def _insert_writer(self, record: StoredRecord) -> SessionWriter:
         """Create a record and return the writer of its live session (used by ``create``).
 
-        A backend with a single-writer lock overrides this to take the lock before the
-        record becomes visible, so no other writer can claim a new session first.
+        The lease is taken before the record becomes visible, so no other writer can
+        claim a new session first.
         """
-        self._insert(record)
-        return self._writer(record.header.id)
+        session_id = record.header.id
+        if self.exists(session_id):
+            raise SessionExistsError(f'session "{session_id}" already exists')
+        lease = self._lease(session_id)
+        try:
+            self._insert(record)
+        except BaseException:
+            if lease is not None:
+                lease.release()
+            raise
+        return _StoreWriter(self, lease)
 
     def close(self) -> None:
         """Release backend resources."""
@@ -646,7 +687,12 @@ class BaseStore(ABC):
         return self.list(), self._list_projection_rows(keys)
 
     def append(self, session_id: str, events: Sequence[SessionEvent], *, expected_seq: int) -> None:
-        """Validate ``events`` against the stored log and append them conditionally."""
+        """Validate ``events`` against the stored log and append them conditionally.
+
+        The write takes the session's lease for its duration, so it is refused with
+        :class:`~dshpy.errors.SessionBusyError` while a live handle holds the session
+        (an identical re-send of stored events still succeeds without writing).
+        """
         header, stored = self._load(session_id)
         if expected_seq < len(stored) and self._same_as_stored(stored, expected_seq, events):
             return
@@ -658,7 +704,8 @@ class BaseStore(ABC):
             )
         session = self._restore(header, stored)
         session.append_events(events)
-        self._append_checked(session_id, expected_seq, events)
+        with self._leased(session_id):  # a raw append is a writer too: refused while a live handle holds the session
+            self._append_checked(session_id, expected_seq, events)
 
     def _append_checked(self, session_id: str, expected_seq: int, events: Sequence[SessionEvent]) -> None:
         """Conditional append of already-validated events, with idempotent re-send."""
@@ -760,7 +807,8 @@ class BaseStore(ABC):
         return window
 
     def delete(self, session_id: str, *, detach_forks: bool = False) -> None:
-        """Delete a session. Refused while zero-copy forks read its prefix, unless ``detach_forks``."""
+        """Delete a session. Refused while zero-copy forks read its prefix, unless ``detach_forks``,
+        and while a live handle holds it (:class:`~dshpy.errors.SessionBusyError`)."""
         check_session_id(session_id)
         self._header(session_id)
         children = self._children(session_id)
@@ -770,12 +818,13 @@ class BaseStore(ABC):
                 f'session "{session_id}" has forks that share its history ({names}); delete them first or '
                 "pass detach_forks=True to copy the shared prefix into each fork"
             )
-        for child in children:
-            base = self._base(child)
-            assert base is not None
-            prefix = [event for event in self._read_chain(session_id, 0) if event.seq < base[1]]
-            self._rebase(child, prefix)
-        self._remove(session_id)
+        with self._leased(session_id):  # never pull a session from under its live writer; its lease goes with it
+            for child in children:
+                base = self._base(child)
+                assert base is not None
+                prefix = [event for event in self._read_chain(session_id, 0) if event.seq < base[1]]
+                self._rebase(child, prefix)
+            self._remove(session_id)
 
     # -- export / import --------------------------------------------------------------
 

@@ -58,6 +58,7 @@ from dshpy.errors import (
     DshError,
     FormatVersionError,
     ReadOnlyStoreError,
+    SessionBusyError,
     SessionExistsError,
     SessionNotFound,
     StoreError,
@@ -211,7 +212,7 @@ class _Lock:
 
     @classmethod
     def try_acquire(cls, session_dir: Path, busy: str) -> _Lock:
-        """Take the lock without waiting; ``ConflictError(busy)`` while another descriptor holds it.
+        """Take the lock without waiting; ``SessionBusyError(busy)`` while another descriptor holds it.
 
         A lock names an inode, so after locking we check the inode is still the file at
         the path (a deleted and recreated lock file would make our lock meaningless).
@@ -232,7 +233,7 @@ class _Lock:
             except OSError as error:
                 os.close(fd)
                 if error.errno in (errno.EAGAIN, errno.EWOULDBLOCK):
-                    raise ConflictError(busy) from None
+                    raise SessionBusyError(busy) from None  # dsh's lock file records no holder
                 raise
             held = os.fstat(fd)
             try:
@@ -242,7 +243,7 @@ class _Lock:
             if current is not None and (current.st_dev, current.st_ino) == (held.st_dev, held.st_ino):
                 return cls(fd, path)
             os.close(fd)
-        raise ConflictError(busy)
+        raise SessionBusyError(busy)
 
     @property
     def held(self) -> bool:

@@ -2,7 +2,9 @@
 
 It keeps the same promises as the durable backends (conditional appends, zero-copy
 forks, refusal to delete a shared prefix) so code tested against it behaves the same
-on SQLite or PostgreSQL. One lock makes each conditional append atomic across threads.
+on SQLite or PostgreSQL. One lock makes each conditional append atomic across threads,
+and a session has one live writer at a time, as everywhere: a second live handle of a
+session gets :class:`~dshpy.errors.SessionBusyError`.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from dshpy.core.events import SessionEvent
 from dshpy.errors import ConflictError, SessionExistsError, SessionNotFound
 from dshpy.log.header import SessionHeader
 from dshpy.storage.base import BaseStore, StoredRecord
+from dshpy.storage.lease import Lease, LocalLeases
 from dshpy.storage.projection_cache import ProjectionRow
 
 __all__ = ["MemoryStore"]
@@ -29,6 +32,7 @@ class MemoryStore(BaseStore):
         self._records: dict[str, StoredRecord] = {}
         self._projection_rows: dict[str, dict[str, ProjectionRow]] = {}
         self._lock = threading.Lock()
+        self._leases = LocalLeases()
 
     def _record(self, session_id: str) -> StoredRecord:
         try:
@@ -41,6 +45,9 @@ class MemoryStore(BaseStore):
             if record.header.id in self._records:
                 raise SessionExistsError(f'session "{record.header.id}" already exists')
             self._records[record.header.id] = StoredRecord(record.header, record.base, list(record.events))
+
+    def _lease(self, session_id: str) -> Lease:
+        return self._leases.acquire(session_id)
 
     def _header(self, session_id: str) -> SessionHeader:
         return self._record(session_id).header

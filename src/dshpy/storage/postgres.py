@@ -15,6 +15,10 @@ back on the server and raises :class:`~dshpy.errors.StoreUnavailableError`; if t
 itself went through and only the reply was lost, re-sending the same batch is
 recognized as already stored (see :meth:`BaseStore._append_checked`).
 
+A live session holds its session's single-writer lease, a session-level advisory lock
+(:mod:`~dshpy.storage.postgres_lease`), so ``open`` never repairs a turn another live
+writer is still writing.
+
 Forks are zero-copy, as in SQLite: a child row names its parent (``base_id``) and how
 many events it inherits (``base_count``) and stores only its own events.
 """
@@ -54,6 +58,7 @@ from dshpy.storage.postgres_connect import (
     translated,
 )
 from dshpy.storage.postgres_follow import notify_follow
+from dshpy.storage.postgres_lease import AdvisoryLease, holder_of, lease_key
 from dshpy.storage.postgres_schema import MIGRATIONS, prepare_schema
 from dshpy.storage.projection_cache import ProjectionRow, group_projection_rows
 from dshpy.storage.urls import StoreURL, parse_store_url
@@ -247,6 +252,15 @@ class PostgresStore(BaseStore):
         self._pool.close()
 
     # -- primitives -------------------------------------------------------------------------
+
+    def _lease(self, session_id: str) -> AdvisoryLease:
+        """An advisory lock on a connection of its own, held for the live session's lifetime (see
+        :mod:`dshpy.storage.postgres_lease` for why, and what it costs)."""
+        with self._connection(f'check the writer lease of session "{session_id}"') as conn:
+            busy = holder_of(conn, lease_key(self.schema, session_id), session_id)
+        if busy is not None:  # held: refused without opening a connection for nothing
+            raise busy
+        return AdvisoryLease(self._options.conninfo, self.schema, session_id)
 
     def _insert_events(self, conn: psycopg.Connection[Any], session_id: str, events: Sequence[SessionEvent]) -> None:
         for start in range(0, len(events), _INSERT_CHUNK):

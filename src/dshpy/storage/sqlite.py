@@ -12,6 +12,10 @@ events it inherits (``base_count``) and stores only its own events, so forking c
 the same for a 10-event and a 100,000-event parent. Deleting a parent is refused while
 children read through it, unless they are detached first (their prefix is copied in).
 
+A live session holds its session's single-writer lease, an ``flock``'d file in
+``<database>-leases/`` (see :mod:`dshpy.storage.lease`): no schema change, and the
+kernel releases it the moment its holder's process dies.
+
 The file carries ``application_id`` ("DSHP") and ``user_version`` = the number of
 schema migrations applied; a foreign or newer database is refused, never modified.
 
@@ -53,6 +57,7 @@ from dshpy.errors import (
 from dshpy.log.header import SessionHeader
 from dshpy.storage.base import BaseStore, SessionInfo, StoredRecord, parse_stored_event, parse_stored_header
 from dshpy.storage.checksum import cache_row_crc, event_row_crc, session_row_crc
+from dshpy.storage.lease import FileLease, Lease
 from dshpy.storage.projection_cache import ProjectionRow
 from dshpy.storage.sqlite_errors import SqliteErrors, store_error
 
@@ -351,6 +356,9 @@ class SqliteStore(BaseStore):
             self._db.close()
 
     # -- primitives -----------------------------------------------------------------------
+
+    def _lease(self, session_id: str) -> Lease:
+        return FileLease.acquire(self.path.with_name(f"{self.path.name}-leases"), session_id)
 
     @staticmethod
     def _rows(session_id: str, events: Sequence[SessionEvent]) -> list[EventRow]:

@@ -15,6 +15,7 @@ subclasses. Tests go through the public store API only.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from typing import Any
@@ -31,6 +32,7 @@ from dshpy.errors import (
     InvalidSessionIdError,
     InvariantError,
     ReadOnlySessionError,
+    SessionBusyError,
     SessionExistsError,
     SessionNotFound,
     StoreError,
@@ -186,30 +188,51 @@ class StoreContract:
         with pytest.raises(ReadOnlySessionError):
             session.append("turn/start", {"turn": 2})
 
-    def test_stale_writer_gets_conflict_and_nothing_interleaves(self, store: BaseStore) -> None:
+    def test_one_live_writer_per_session_and_nothing_interleaves(self, store: BaseStore) -> None:
         session = store.create()
         TurnScript(session).turn()
+        with pytest.raises(SessionBusyError):  # create() took the lease
+            store.open(session.id)
         session.close()
         first = store.open(session.id)
-        second = store.open(session.id) if not self._single_writer else None
         TurnScript(first).turn("from first")
+        with pytest.raises(SessionBusyError) as busy:  # a second live handle, even in this process
+            store.open(session.id)
+        holder = busy.value.holder
+        assert holder is None or holder.startswith(f"pid {os.getpid()} on host ")
+        assert session.id in str(busy.value)
         first.flush()
-        if second is None:
-            with pytest.raises(ConflictError):
-                store.open(session.id)
-            first.close()
-            return
-        TurnScript(second).turn("from second")
-        with pytest.raises(ConflictError):
-            second.flush()
-        assert second.pending_count > 0  # still pending: nothing was lost or half-written
-        stored = list(store.read(session.id))
-        assert _wire(stored) == _wire(first.events)
-        validate(stored)
+        n = len(first.events)
+        raw = [
+            event_from_parts("turn/start", n, 0, {"turn": first.next_turn}),
+            event_from_parts("turn/end", n + 1, 0, {"turn": first.next_turn, "reason": {"kind": "completed"}}),
+        ]
+        with pytest.raises(SessionBusyError):  # a raw append is a writer too
+            store.append(session.id, raw, expected_seq=n)
+        with pytest.raises(SessionBusyError):
+            store.delete(session.id)
+        assert _wire(store.inspect(session.id).events) == _wire(first.events)  # readers never need the lease
+        assert _wire(store.read(session.id)) == _wire(first.events)
+        validate(store.read(session.id))
         first.close()
+        second = store.open(session.id)  # released on close
+        assert second.open_turn is None and _wire(second.events) == _wire(first.events)
+        second.close()
+        store.append(session.id, raw, expected_seq=n)
+        store.delete(session.id)
+        assert not store.exists(session.id)
 
-    _single_writer = False
-    """Backends that lock a session to one writer refuse the second open instead."""
+    def test_a_live_fork_holds_its_own_lease_not_its_parents(self, store: BaseStore) -> None:
+        parent = store.create()
+        TurnScript(parent).turn()
+        parent.flush()
+        child = store.fork(parent.id)
+        with pytest.raises(SessionBusyError):
+            store.open(child.id)
+        TurnScript(parent).turn("the parent keeps writing")
+        parent.close()
+        child.close()
+        store.open(child.id).close()
 
     def test_identical_resend_is_a_no_op_and_different_content_conflicts(self, store: BaseStore) -> None:
         session = store.create()

@@ -1,0 +1,266 @@
+"""Single-writer leases: at most one live handle may write a session at a time.
+
+A live session (``create``/``open``/``fork``) holds its session's lease from before
+it reads the log until it is closed, so crash repair on ``open`` can only ever close a
+turn whose writer is gone: a second live ``open`` — in another process or this one —
+gets :class:`~dshpy.errors.SessionBusyError` naming the holder instead of "repairing"
+a turn that is still being written. Readers (``inspect``, ``read``, ``follow``) never
+take a lease.
+
+Two kinds live here, one per kind of store:
+
+* :class:`FileLease` (SQLite): an ``flock`` on a small file per session beside the
+  database. The kernel drops the lock when the holder's descriptor closes or its
+  process dies, so a crashed holder is "provably gone" the moment it is gone, with no
+  expiry to wait out and no pid guessing; the file records the holder's pid and host
+  only so the busy message can name it.
+* :class:`LocalLeases` (memory): a per-store registry, since a memory store lives in
+  one process and two handles of one session are all there is to keep apart.
+
+PostgreSQL's advisory-lock lease is in :mod:`dshpy.storage.postgres_lease`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+import socket
+import threading
+import time
+from pathlib import Path
+from typing import Protocol
+
+import orjson
+
+from dshpy.core.ids import check_session_id
+from dshpy.errors import ReadOnlyStoreError, SessionBusyError, SessionNotFound, StoreError
+
+__all__ = [
+    "FileLease",
+    "Lease",
+    "LocalLeases",
+    "busy_error",
+    "lease_file_name",
+    "this_holder",
+]
+
+_ATTEMPTS = 5
+"""How often a lock taken on a file that was unlinked meanwhile (a holder releasing) is retried."""
+
+
+class Lease(Protocol):
+    """A held single-writer lease on one session."""
+
+    def check(self) -> None:
+        """Raise if the lease was lost since it was taken (called before every write)."""
+
+    def release(self) -> None:
+        """Let go of the lease (idempotent)."""
+
+
+def this_holder() -> tuple[int, str]:
+    """``(pid, host)`` of this process, as a lease records its holder."""
+    return os.getpid(), socket.gethostname()
+
+
+def busy_error(session_id: str, pid: int | None, host: str | None, *, detail: str = "") -> SessionBusyError:
+    """The one busy error every backend raises: it names the holder when the backend knows it."""
+    if pid is None:
+        holder = None
+        where = f"open in another process{detail or ' (its holder is not recorded)'}"
+    else:
+        holder = f"pid {pid} on host {host}"
+        place = "already open in this process" if (pid, host) == this_holder() else "open in another process"
+        where = f"{place} (pid {pid}, host {host}){detail}"
+    return SessionBusyError(
+        f'session "{session_id}" is {where}: one live writer at a time; close it there first '
+        "(reading it with inspect/read needs no lease)",
+        holder=holder,
+    )
+
+
+def lease_file_name(session_id: str) -> str:
+    """The lease file of a session: its (validated) id, upper-case letters escaped.
+
+    Ids are case-sensitive but some filesystems are not; ``^`` is outside the id
+    alphabet, so ``"Ab"`` → ``"^ab.lock"`` never meets ``"ab"`` → ``"ab.lock"``.
+    """
+    check_session_id(session_id)
+    return "".join(f"^{c.lower()}" if "A" <= c <= "Z" else c for c in session_id) + ".lock"
+
+
+class FileLease:
+    """An exclusive ``flock`` on ``<directory>/<session>.lock`` held for a live session's lifetime.
+
+    The file is unlinked by its holder on release (and on delete), so a directory of
+    leases holds only live sessions and crashed ones that were never reopened. A lock
+    names an inode, not a path: after locking, the taker checks the inode is still the
+    file at the path (a holder may have unlinked it meanwhile) and tries again if not.
+    """
+
+    __slots__ = ("_fd", "_inode", "_pid", "path", "session_id")
+
+    def __init__(self, session_id: str, path: Path, fd: int, inode: tuple[int, int]) -> None:
+        self.session_id = session_id
+        self.path = path
+        self._fd = fd
+        self._inode = inode
+        self._pid = os.getpid()
+
+    @classmethod
+    def acquire(cls, directory: Path, session_id: str) -> FileLease:
+        """Take the lease without waiting; :class:`SessionBusyError` naming the holder if it is held."""
+        path = directory / lease_file_name(session_id)
+        _make_private_dir(directory)
+        for _ in range(_ATTEMPTS):
+            fd = _open_lock_file(path)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as error:
+                if error.errno not in (errno.EAGAIN, errno.EWOULDBLOCK, errno.EACCES):
+                    os.close(fd)
+                    raise StoreError(f"cannot lock {path}: {error.strerror}") from None
+                pid, host = _read_holder(fd)
+                os.close(fd)
+                raise busy_error(session_id, pid, host, detail=f" (lease {path})") from None
+            held = os.fstat(fd)
+            inode = (held.st_dev, held.st_ino)
+            if _inode_at(path) == inode:
+                lease = cls(session_id, path, fd, inode)
+                lease._record_holder()
+                return lease
+            os.close(fd)  # we locked a file its holder unlinked on release: lock the one at the path now
+        raise busy_error(session_id, None, None, detail=f" (its lease file {path} keeps being replaced)")
+
+    def _record_holder(self) -> None:
+        pid, host = this_holder()
+        record = orjson.dumps({"pid": pid, "host": host, "since": int(time.time() * 1000)})
+        with contextlib.suppress(OSError):  # the record is for messages only; the lock is what counts
+            os.ftruncate(self._fd, 0)
+            os.pwrite(self._fd, record + b"\n", 0)
+
+    @property
+    def held(self) -> bool:
+        return self._fd >= 0
+
+    def check(self) -> None:
+        """Refuse to write if the lease file was removed or replaced under us (by hand: dshpy never does)."""
+        if self._fd < 0:
+            raise StoreError(f'session "{self.session_id}": the writer was closed')
+        if _inode_at(self.path) != self._inode:
+            raise StoreError(
+                f'session "{self.session_id}": its lease file {self.path} was removed or replaced while this '
+                "writer held it, so another writer may have taken the session; reopen it"
+            )
+
+    def release(self) -> None:
+        fd, self._fd = self._fd, -1
+        if fd < 0:
+            return
+        if os.getpid() != self._pid:  # a forked child's copy: closing it is all; the lock stays its parent's
+            os.close(fd)
+            return
+        try:
+            if _inode_at(self.path) == self._inode:  # still ours: nobody can take it before we unlock
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(self.path)
+        finally:
+            os.close(fd)
+
+    def __del__(self) -> None:  # a dropped, unclosed session must not keep its session leased
+        with contextlib.suppress(Exception):  # interpreter shutdown may have torn down os already
+            self.release()
+
+
+def _make_private_dir(directory: Path) -> None:
+    try:
+        os.mkdir(directory, 0o700)
+    except FileExistsError:
+        if not directory.is_dir():
+            raise StoreError(f"{directory} exists and is not a directory (it should hold session leases)") from None
+    except FileNotFoundError:
+        raise SessionNotFound(f"the store's directory {directory.parent} no longer exists") from None
+    except PermissionError as error:
+        raise ReadOnlyStoreError(f"cannot create the lease directory {directory}: {error.strerror}") from None
+    except OSError as error:
+        if error.errno == errno.EROFS:
+            raise ReadOnlyStoreError(f"cannot create the lease directory {directory}: read-only filesystem") from None
+        raise
+
+
+def _open_lock_file(path: Path) -> int:
+    try:
+        return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    except PermissionError as error:
+        raise ReadOnlyStoreError(f"cannot open the lease file {path}: {error.strerror}") from None
+    except OSError as error:
+        if error.errno == errno.EROFS:
+            raise ReadOnlyStoreError(f"cannot open the lease file {path}: read-only filesystem") from None
+        if error.errno == errno.ELOOP:
+            raise StoreError(f"the lease file {path} is a symbolic link; refusing to follow it") from None
+        raise
+
+
+def _inode_at(path: Path) -> tuple[int, int] | None:
+    try:
+        current = os.stat(path, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+    return current.st_dev, current.st_ino
+
+
+def _read_holder(fd: int) -> tuple[int | None, str | None]:
+    """The pid and host a lease file records (``None``s while its holder has not written them yet)."""
+    try:
+        record = orjson.loads(os.pread(fd, 4096, 0))
+    except (OSError, orjson.JSONDecodeError):
+        return None, None
+    if not isinstance(record, dict):
+        return None, None
+    pid, host = record.get("pid"), record.get("host")
+    if type(pid) is not int or not isinstance(host, str):
+        return None, None
+    return pid, host
+
+
+class LocalLeases:
+    """The leases of a store that lives in one process: a set of held session ids."""
+
+    def __init__(self) -> None:
+        self._held: set[str] = set()
+        self._mutex = threading.Lock()
+
+    def acquire(self, session_id: str) -> _LocalLease:
+        with self._mutex:
+            if session_id in self._held:
+                pid, host = this_holder()
+                raise busy_error(session_id, pid, host)
+            self._held.add(session_id)
+        return _LocalLease(self, session_id)
+
+    def _release(self, session_id: str) -> None:
+        with self._mutex:
+            self._held.discard(session_id)
+
+
+class _LocalLease:
+    __slots__ = ("_leases", "_session_id")
+
+    def __init__(self, leases: LocalLeases, session_id: str) -> None:
+        self._leases: LocalLeases | None = leases
+        self._session_id = session_id
+
+    def check(self) -> None:
+        if self._leases is None:
+            raise StoreError(f'session "{self._session_id}": the writer was closed')
+
+    def release(self) -> None:
+        leases, self._leases = self._leases, None
+        if leases is not None:
+            leases._release(self._session_id)
+
+    def __del__(self) -> None:  # a dropped, unclosed session must not keep its session leased
+        with contextlib.suppress(Exception):
+            self.release()

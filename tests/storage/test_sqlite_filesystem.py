@@ -80,10 +80,8 @@ def test_a_read_only_filesystem_still_reads_and_refuses_writes_clearly(tmpfs):
     assert store.projections("demo")["values"]["stats"]["turns"] == 2
     with pytest.raises(dshpy.ReadOnlyStoreError, match="read-only"):
         store.create(cwd="/w")
-    live = store.open("demo")
-    TurnScript(live).turn(steps=1)
     with pytest.raises(dshpy.ReadOnlyStoreError, match="read-only"):
-        live.flush()
+        store.open("demo")  # a live handle is for writing: refused up front (its writer lease cannot be taken)
     with pytest.raises(dshpy.ReadOnlyStoreError, match="read-only"):
         store.delete("demo")
     store.close()

@@ -31,7 +31,7 @@ from typing import Any
 import orjson
 
 from dshpy.core.events import SessionEvent, encode_event
-from dshpy.core.json import MAX_SAFE_INTEGER
+from dshpy.core.json import MAX_SAFE_INTEGER, dumps, loads
 from dshpy.errors import (
     ConflictError,
     CorruptSessionError,
@@ -41,7 +41,14 @@ from dshpy.errors import (
     StoreError,
 )
 from dshpy.log.header import SessionHeader
-from dshpy.storage.base import BaseStore, SessionInfo, StoredRecord, parse_stored_event, parse_stored_header
+from dshpy.storage.base import (
+    BaseStore,
+    SessionInfo,
+    StoredRecord,
+    column_text,
+    parse_stored_event,
+    parse_stored_header,
+)
 from dshpy.storage.projection_cache import ProjectionRow, group_projection_rows
 
 __all__ = ["APPLICATION_ID", "SCHEMA_MIGRATIONS", "SqliteStore"]
@@ -226,7 +233,7 @@ class SqliteStore(BaseStore):
 
     @staticmethod
     def _rows(session_id: str, events: Sequence[SessionEvent]) -> list[tuple[str, int, str, int, bytes]]:
-        return [(session_id, e.seq, e.type, e.time, encode_event(e, seq_ranges=False)) for e in events]
+        return [(session_id, e.seq, column_text(e.type), e.time, encode_event(e, seq_ranges=False)) for e in events]
 
     def _insert(self, record: StoredRecord) -> None:
         header = record.header
@@ -241,9 +248,9 @@ class SqliteStore(BaseStore):
                     "VALUES (?, ?, ?, ?, ?, ?, ?)",
                     (
                         header.id,
-                        orjson.dumps(header.to_record()).decode(),
+                        dumps(header.to_record()).decode(),
                         header.created_at,
-                        header.cwd,
+                        None if header.cwd is None else column_text(header.cwd),
                         header.parent_session,
                         base_id,
                         base_count,
@@ -425,7 +432,7 @@ class SqliteStore(BaseStore):
     @staticmethod
     def _projection_row(key: str, version: int, seq: int, state: str, identity: str) -> ProjectionRow | None:
         try:
-            return ProjectionRow(key, version, seq, orjson.loads(state), identity)
+            return ProjectionRow(key, version, seq, loads(state), identity)
         except orjson.JSONDecodeError:
             return None  # a damaged row is no row: the projection is folded from the log
 
@@ -442,7 +449,7 @@ class SqliteStore(BaseStore):
 
     def _save_projection_rows(self, session_id: str, rows: Sequence[ProjectionRow]) -> None:
         params = [
-            (session_id, row.key, row.state_version, row.seq, orjson.dumps(row.state).decode(), row.identity)
+            (session_id, row.key, row.state_version, row.seq, dumps(row.state).decode(), row.identity)
             for row in rows
         ]
         if not params:
@@ -489,7 +496,7 @@ class SqliteStore(BaseStore):
             raw = self._db.execute(f"{self._INFO_COLUMNS}{columns} FROM sessions s{joins}", wanted).fetchall()
         infos: list[SessionInfo] = []
         found: dict[str, dict[str, ProjectionRow]] = {}
-        parse, make_info = orjson.loads, self._info
+        parse, make_info = loads, self._info
         for values in raw:  # one tight loop: a big store lists tens of thousands of these
             session_id = values[0]
             infos.append(make_info(session_id, values[1], values[2], values[3], values[4], values[5], values[6]))

@@ -41,6 +41,7 @@ __all__ = [
     "dumps_indented",
     "freeze_json",
     "is_sealed",
+    "joined_text",
     "seal_parsed",
     "loads",
     "thaw",
@@ -145,11 +146,11 @@ def is_sealed(value: Any) -> bool:
     """Whether ``value`` is a scalar or a container :func:`freeze_json` already checked."""
     kind = type(value)
     if kind is str:
-        return value.isascii() or _text(value) is value
+        return value.isascii() or joined_text(value) is value
     return kind is _SealedDict or kind is _SealedList or kind is bool or value is None
 
 
-def _text(value: str) -> str:
+def joined_text(value: str) -> str:
     """``value`` with every surrogate pair held as two code points joined into the character it encodes.
 
     JSON (and JavaScript) cannot tell the two apart, so a store would read the pair back
@@ -191,7 +192,7 @@ def _scalar(value: Any) -> JsonValue:
             raise NotJsonError("negative zero")
         return value
     if isinstance(value, str):  # str subclasses (enums): store the plain string
-        return _text(str.__str__(value))
+        return joined_text(str.__str__(value))
     if isinstance(value, int) and not isinstance(value, bool):
         return _scalar(int(value))
     raise NotJsonError(f"value of type {kind.__name__} is not JSON")
@@ -201,7 +202,7 @@ def _freeze(value: Any, depth: int, active: set[int]) -> JsonValue:
     # Hot path: plain dicts and lists of ASCII strings, small ints and bools are checked inline.
     kind = type(value)
     if kind is str:
-        return value if value.isascii() else _text(value)
+        return value if value.isascii() else joined_text(value)
     if value is None or kind is bool:
         return value
     if kind is _SealedDict or kind is _SealedList:
@@ -222,7 +223,7 @@ def _freeze(value: Any, depth: int, active: set[int]) -> JsonValue:
             if type(key) is not str:
                 raise NotJsonError(f"non-string key {key!r}")
             if not key.isascii():
-                key = _text(key)
+                key = joined_text(key)
             item_kind = type(item)
             if (
                 (item_kind is str and item.isascii())
@@ -367,7 +368,7 @@ def _escaped_string(text: str) -> bytes:
     try:
         return orjson.dumps(text)
     except TypeError:
-        pieces = _SURROGATE.split(_text(text))  # odd positions hold the lone surrogates
+        pieces = _SURROGATE.split(joined_text(text))  # odd positions hold the lone surrogates
     out = [b'"']
     for index, piece in enumerate(pieces):
         if index % 2:

@@ -271,7 +271,11 @@ class CacheWriter:
         runner = None if session is None else runner_of(session)
         if runner is None:
             return False
-        rows = runner.checkpoint()
+        try:
+            rows = runner.checkpoint()
+        except Exception:  # a projection that cannot fold or dump an event must not fail the flush that made it durable
+            log.exception("projection cache of session %s not written: a projection failed", self._header.id)
+            return False
         if not rows:
             return False
         seq = next(iter(rows.values())).seq

@@ -12,7 +12,7 @@ import pytest
 
 import dshpy
 from dshpy.core.events import SessionEvent, checked_event, decode_event, encode_event
-from dshpy.core.json import NotJsonError, dumps, dumps_indented, freeze_json, loads
+from dshpy.core.json import MAX_DEPTH, NotJsonError, dumps, dumps_indented, freeze_json, loads
 from dshpy.testing.strategies import SURROGATES
 
 
@@ -108,3 +108,11 @@ def test_random_strings_are_written_byte_for_byte_as_json_stringify_writes_them(
     assert node.stdout == document
     assert loads(node.stdout) == {freeze_json(s): freeze_json(s) for s in strings}
     assert json.loads(document) == loads(document)
+
+
+def test_the_deepest_value_the_gate_accepts_round_trips_with_a_lone_surrogate_at_the_bottom() -> None:
+    deep: object = {"leaf": "\udcff"}
+    for _ in range(MAX_DEPTH - 1):
+        deep = [deep]
+    frozen = freeze_json(deep)
+    assert loads(dumps(frozen)) == frozen

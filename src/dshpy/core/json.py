@@ -318,7 +318,7 @@ def dumps(value: JsonValue) -> bytes:
     try:
         return orjson.dumps(value)
     except TypeError:
-        return _escaping(value, None, 0)
+        return _escaping_top(value, None)
 
 
 def dumps_indented(value: JsonValue) -> bytes:
@@ -326,7 +326,14 @@ def dumps_indented(value: JsonValue) -> bytes:
     try:
         return orjson.dumps(value, option=orjson.OPT_INDENT_2)
     except TypeError:
-        return _escaping(value, 0, 0)
+        return _escaping_top(value, 0)
+
+
+def _escaping_top(value: Any, indent: int | None) -> bytes:
+    try:
+        return _escaping(value, indent, 0)
+    except RecursionError:  # nesting near orjson's limit, from a deep call stack: refused as orjson refuses it
+        raise orjson.JSONEncodeError("Recursion limit reached") from None
 
 
 def _escaping(value: Any, indent: int | None, depth: int) -> bytes:
@@ -352,15 +359,27 @@ def _escaping(value: Any, indent: int | None, depth: int) -> bytes:
         for key, item in value.items():
             if not isinstance(key, str):
                 raise orjson.JSONEncodeError("Dict key must be str")
-            parts.append(_escaped_string(key) + separator + _escaping(item, inner, depth + 1))
+            parts.append(_escaped_string(key) + separator + _part(item, inner, depth + 1))
     else:
-        parts.extend(_escaping(item, inner, depth + 1) for item in value)
+        for item in value:
+            parts.append(_part(item, inner, depth + 1))
     opening, closing = (b"{", b"}") if is_dict else (b"[", b"]")
     if indent is None:
         return opening + b",".join(parts) + closing
     outer = b"\n" + b"  " * indent
     lead = outer + b"  "
     return opening + lead + (b"," + lead).join(parts) + outer + closing
+
+
+def _part(value: Any, indent: int | None, depth: int) -> bytes:
+    """One member: whole by orjson when it can (compact only), else walked; only the subtrees with a lone
+    surrogate cost the slow walk."""
+    if indent is None:
+        try:
+            return orjson.dumps(value)
+        except TypeError:
+            pass
+    return _escaping(value, indent, depth)
 
 
 def _escaped_string(text: str) -> bytes:

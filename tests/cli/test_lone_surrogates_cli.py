@@ -13,14 +13,17 @@ from pathlib import Path
 
 import dshpy
 from dshpy.core.json import loads
+from dshpy.testing.fake_model import FakeModelServer, Reply
 from dshpy.testing.builders import TurnScript
 
 NAME = "report-\udcff.txt"
 HALF = "cut \ud83d"
 
 
-def run(args: list[str], tmp_path: Path, io_encoding: str | None) -> subprocess.CompletedProcess[bytes]:
-    env = {**os.environ, "DSHPY_HOME": str(tmp_path / "home"), "NO_COLOR": "1"}
+def run(
+    args: list[str], tmp_path: Path, io_encoding: str | None, extra_env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[bytes]:
+    env = {**os.environ, "DSHPY_HOME": str(tmp_path / "home"), "NO_COLOR": "1", **(extra_env or {})}
     env.pop("DSHPY_STORE", None)
     if io_encoding is not None:
         env["PYTHONIOENCODING"] = io_encoding
@@ -60,3 +63,21 @@ def test_sessions_log_show_list_and_export_print_lone_surrogates(tmp_path: Path)
     with dshpy.open_store(target) as copy:
         events = list(copy.read("odd"))
     assert events[-1].data["todos"][0]["content"] == f"rename {NAME}"
+
+
+def test_run_prints_a_streamed_reply_holding_lone_surrogates(tmp_path: Path) -> None:
+    """The model names a file whose name is not UTF-8: printed escaped, logged exactly.
+
+    (Only a lone *low* surrogate here: joining emoji halves split across chunks is the stream's business.)"""
+    url = f"sqlite:///{tmp_path / 'run.db'}"
+    reply = f"Renamed {NAME} to report.txt."
+    with FakeModelServer([Reply.text(reply)]) as server:
+        env = {"DEEPSEEK_API_KEY": "test-key", "DEEPSEEK_BASE_URL": server.base_url}
+        done = run(["--store", url, "run", "rename the report"], tmp_path, "utf-8:strict", env)
+    assert done.returncode == 0, done.stderr.decode(errors="replace")
+    assert b"Traceback" not in done.stderr
+    assert done.stdout == b"Renamed report-\\udcff.txt to report.txt.\n"
+    with dshpy.open_store(url) as store:
+        [info] = store.list()
+        answers = [e for e in store.read(info.id) if e.type == "assistant/message"]
+    assert answers[-1].data["message"]["content"][-1]["text"] == reply

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import dshpy
 from dshpy.core.json import loads
-from dshpy.testing.fake_model import FakeModelServer, Reply
 from dshpy.testing.builders import TurnScript
+from dshpy.testing.fake_model import FakeModelServer, Reply
 
 NAME = "report-\udcff.txt"
 HALF = "cut \ud83d"

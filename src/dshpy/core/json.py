@@ -219,11 +219,10 @@ def _freeze(value: Any, depth: int, active: set[int]) -> JsonValue:
     active.add(marker)
     if is_mapping:
         out: dict[str, Any] = {}
-        for key, item in value.items():
-            if type(key) is not str:
-                raise NotJsonError(f"non-string key {key!r}")
-            if not key.isascii():
-                key = joined_text(key)
+        for raw_key, item in value.items():
+            if type(raw_key) is not str:
+                raise NotJsonError(f"non-string key {raw_key!r}")
+            key = raw_key if raw_key.isascii() else joined_text(raw_key)
             item_kind = type(item)
             if (
                 (item_kind is str and item.isascii())

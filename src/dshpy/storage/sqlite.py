@@ -449,8 +449,7 @@ class SqliteStore(BaseStore):
 
     def _save_projection_rows(self, session_id: str, rows: Sequence[ProjectionRow]) -> None:
         params = [
-            (session_id, row.key, row.state_version, row.seq, dumps(row.state).decode(), row.identity)
-            for row in rows
+            (session_id, row.key, row.state_version, row.seq, dumps(row.state).decode(), row.identity) for row in rows
         ]
         if not params:
             return

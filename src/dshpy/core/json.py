@@ -170,7 +170,9 @@ def freeze_json(value: Any) -> JsonValue:
 
     Containers this function built before are trusted and returned as they are, which
     makes re-appending data taken from an earlier event (a derived message, say) free;
-    a ``FrozenDict`` built by hand is checked like any other mapping.
+    a ``FrozenDict`` built by hand is checked like any other mapping. Strings (keys
+    included) keep lone surrogates and get split surrogate pairs joined (see
+    :func:`joined_text`), so the copy equals what any store reads back.
     Raises :class:`NotJsonError` naming the first offending location.
     """
     kind = type(value)

@@ -15,18 +15,18 @@ from __future__ import annotations
 
 import importlib
 import sqlite3
+import sys
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
 import click
-import orjson
 from rich.console import Console, RenderableType
 from rich.measure import Measurement
 
-from dshpy.core.json import dumps
+from dshpy.core.json import dumps, dumps_indented
 from dshpy.errors import (
     ConflictError,
     CorruptSessionError,
@@ -267,7 +267,7 @@ def common_options(func: F) -> F:
 
 def emit_json(value: Any) -> None:
     """Write one JSON document (indented) to stdout."""
-    click.echo(orjson.dumps(value, option=orjson.OPT_INDENT_2).decode())
+    click.echo(dumps_indented(value).decode())
 
 
 def emit_json_line(value: Any) -> None:
@@ -286,7 +286,23 @@ def cli(ctx: click.Context) -> None:
     Exit codes: 0 ok, 1 user error (bad id, not found, refused, conflict, missing store),
     2 corrupt or unsupported data.
     """
+    escape_unencodable_output()
     ctx.ensure_object(AppState)
+
+
+def escape_unencodable_output() -> None:
+    """Write what stdout and stderr cannot encode as backslash escapes instead of failing.
+
+    Event data may hold lone UTF-16 surrogates (a file name that is not UTF-8, half an
+    emoji cut by a model stream), which no UTF-8 stream can write; printed, they read
+    ``\\udcff``, the very escape the log holds. Without this, one such string would
+    stop ``sessions log`` or ``run`` with a ``UnicodeEncodeError``.
+    """
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            with suppress(ValueError, OSError):  # a closed or unusual stream keeps its settings
+                reconfigure(errors="backslashreplace")
 
 
 def main() -> None:

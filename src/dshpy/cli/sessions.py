@@ -26,7 +26,7 @@ from rich.text import Text
 
 from dshpy.core.events import SessionEvent
 from dshpy.core.ids import check_session_id
-from dshpy.core.json import thaw
+from dshpy.core.json import dumps, loads, thaw
 from dshpy.errors import LifecycleError
 from dshpy.projections.builtins.lifecycle import LIFECYCLE, SESSION_STATE_TYPE, SessionState
 from dshpy.projections.runner import state_of
@@ -511,7 +511,7 @@ def export(state: AppState, session_id: str, output: str | None) -> None:
     with render.activity(state.err, enabled=enabled) as steps:
         with steps.step(f"reading {info.event_count:,} events"):
             document = store.export(session_id)
-        payload = orjson.dumps(document)
+        payload = dumps(document)
         if to_stdout:
             with steps.step("writing to stdout", len(payload)) as advance, click.open_file("-", "wb") as stream:
                 _write_chunks(stream, payload, advance)
@@ -584,7 +584,7 @@ def import_(state: AppState, file: str, new_id: str | None) -> None:
         except OSError as error:
             raise CliError(f"cannot read {file}: {error.strerror or error}") from None
         try:
-            document = orjson.loads(raw)
+            document = loads(raw)
         except orjson.JSONDecodeError as error:
             raise DataError(f"{file} is not a JSON document: {error}") from None
         count = len(document.get("events") or ()) if isinstance(document, dict) else 0

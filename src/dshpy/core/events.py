@@ -17,7 +17,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
-from dshpy.core.json import MAX_SAFE_INTEGER, JsonValue, NotJsonError, dumps, freeze_json, is_sealed, seal_parsed
+from dshpy.core.json import (
+    MAX_SAFE_INTEGER,
+    JsonValue,
+    NotJsonError,
+    dumps,
+    freeze_json,
+    is_sealed,
+    joined_text,
+    seal_parsed,
+)
 from dshpy.errors import EventError, SurfaceError
 
 __all__ = [
@@ -204,6 +213,8 @@ def decode_event(raw: Any, *, parsed: bool = False) -> SessionEvent:
     time = raw.get("time")
     if type(time) is not int or abs(time) > MAX_SAFE_INTEGER:
         raise _envelope_error("time must be a safe integer", raw)
+    if not parsed and not kind.isascii():
+        kind = joined_text(kind)  # a parser never splits a pair; Python values may (see freeze_json)
     if "data" not in raw:
         raise _envelope_error("data is missing", raw)
     ignorable = raw.get("ignorable", False)
@@ -272,7 +283,8 @@ def checked_event(event: SessionEvent) -> SessionEvent:
             event_type=kind,
             seq=seq,
         )
-    if is_sealed(event.data):
+    joined = kind if kind.isascii() else joined_text(kind)
+    if joined is kind and is_sealed(event.data):
         return event
     try:
         data = freeze_json(event.data)
@@ -280,7 +292,7 @@ def checked_event(event: SessionEvent) -> SessionEvent:
         raise EventError(
             f'session event "{kind}" carries non-JSON-serializable data: {error}', event_type=kind, seq=seq
         ) from None
-    return dataclasses.replace(event, data=data)
+    return dataclasses.replace(event, type=joined, data=data)
 
 
 def event_from_parts(

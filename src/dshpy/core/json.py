@@ -8,11 +8,23 @@ returns a deep copy built from :class:`FrozenDict` and :class:`FrozenList`. Thos
 are ``dict``/``list`` subclasses, so orjson, pydantic and ``isinstance`` checks keep
 working, but every mutating method raises; a frozen value is therefore safe to
 share between events, derived messages and callers without defensive copies.
+
+Strings may hold lone UTF-16 surrogates (``"\\udcff"``: ``os.listdir()`` gives one for a
+file name byte that is not UTF-8, a model stream may cut an emoji between its halves).
+dsh's writer is ``JSON.stringify``, which escapes a lone surrogate as ``\\udcff`` and
+reads it back unchanged, so we do the same: :func:`dumps` and :func:`loads` keep
+orjson's speed for the (nearly all) data without one and fall back to an escaping
+encoder and a parser that accepts the escapes only when it is present. A surrogate
+*pair* held as two code points is, to JavaScript and to every JSON reader, the one
+astral character it encodes, so ``freeze_json`` joins such pairs: what it accepts is
+exactly what a store reads back.
 """
 
 from __future__ import annotations
 
+import json
 import math
+import re
 from collections.abc import Mapping
 from typing import Any, NoReturn, SupportsIndex
 
@@ -26,8 +38,10 @@ __all__ = [
     "JsonValue",
     "NotJsonError",
     "dumps",
+    "dumps_indented",
     "freeze_json",
     "is_sealed",
+    "joined_text",
     "seal_parsed",
     "loads",
     "thaw",
@@ -131,7 +145,24 @@ class _SealedList(FrozenList):
 def is_sealed(value: Any) -> bool:
     """Whether ``value`` is a scalar or a container :func:`freeze_json` already checked."""
     kind = type(value)
-    return kind is _SealedDict or kind is _SealedList or kind is str or kind is bool or value is None
+    if kind is str:
+        return value.isascii() or joined_text(value) is value
+    return kind is _SealedDict or kind is _SealedList or kind is bool or value is None
+
+
+def joined_text(value: str) -> str:
+    """``value`` with every surrogate pair held as two code points joined into the character it encodes.
+
+    JSON (and JavaScript) cannot tell the two apart, so a store would read the pair back
+    as the character; joining it at the gate keeps what was appended equal to what is
+    read. Lone surrogates stay as they are. ``value`` itself is returned when nothing changes.
+    """
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        joined = value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
+        return value if joined == value else joined
+    return value
 
 
 def freeze_json(value: Any) -> JsonValue:
@@ -139,7 +170,9 @@ def freeze_json(value: Any) -> JsonValue:
 
     Containers this function built before are trusted and returned as they are, which
     makes re-appending data taken from an earlier event (a derived message, say) free;
-    a ``FrozenDict`` built by hand is checked like any other mapping.
+    a ``FrozenDict`` built by hand is checked like any other mapping. Strings (keys
+    included) keep lone surrogates and get split surrogate pairs joined (see
+    :func:`joined_text`), so the copy equals what any store reads back.
     Raises :class:`NotJsonError` naming the first offending location.
     """
     kind = type(value)
@@ -161,16 +194,18 @@ def _scalar(value: Any) -> JsonValue:
             raise NotJsonError("negative zero")
         return value
     if isinstance(value, str):  # str subclasses (enums): store the plain string
-        return str.__str__(value)
+        return joined_text(str.__str__(value))
     if isinstance(value, int) and not isinstance(value, bool):
         return _scalar(int(value))
     raise NotJsonError(f"value of type {kind.__name__} is not JSON")
 
 
 def _freeze(value: Any, depth: int, active: set[int]) -> JsonValue:
-    # Hot path: plain dicts and lists of strings, small ints and bools are checked inline.
+    # Hot path: plain dicts and lists of ASCII strings, small ints and bools are checked inline.
     kind = type(value)
-    if kind is str or value is None or kind is bool:
+    if kind is str:
+        return value if value.isascii() else joined_text(value)
+    if value is None or kind is bool:
         return value
     if kind is _SealedDict or kind is _SealedList:
         return value
@@ -186,12 +221,13 @@ def _freeze(value: Any, depth: int, active: set[int]) -> JsonValue:
     active.add(marker)
     if is_mapping:
         out: dict[str, Any] = {}
-        for key, item in value.items():
-            if type(key) is not str:
-                raise NotJsonError(f"non-string key {key!r}")
+        for raw_key, item in value.items():
+            if type(raw_key) is not str:
+                raise NotJsonError(f"non-string key {raw_key!r}")
+            key = raw_key if raw_key.isascii() else joined_text(raw_key)
             item_kind = type(item)
             if (
-                item_kind is str
+                (item_kind is str and item.isascii())
                 or item is None
                 or item_kind is bool
                 or (item_kind is int and -MAX_SAFE_INTEGER <= item <= MAX_SAFE_INTEGER)
@@ -203,12 +239,14 @@ def _freeze(value: Any, depth: int, active: set[int]) -> JsonValue:
             except NotJsonError as error:
                 raise error._inside(f".{key}") from None
         active.discard(marker)
+        if len(out) != len(value):
+            raise NotJsonError("two keys are the same string once their surrogate pairs are joined")
         return _SealedDict(out)
     items: list[Any] = []
     for index, item in enumerate(value):
         item_kind = type(item)
         if (
-            item_kind is str
+            (item_kind is str and item.isascii())
             or item is None
             or item_kind is bool
             or (item_kind is int and -MAX_SAFE_INTEGER <= item <= MAX_SAFE_INTEGER)
@@ -264,11 +302,149 @@ def thaw(value: JsonValue) -> Any:
     return value
 
 
+_ORJSON_DEPTH = 254
+"""How deep orjson nests before it refuses (the escaping encoder refuses past the same depth)."""
+
+_SURROGATE = re.compile("([\ud800-\udfff])")
+_ESCAPED_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
+_ESCAPED_SURROGATE_BYTES = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
 def dumps(value: JsonValue) -> bytes:
-    """Encode compactly, keeping key order (dsh writes ``JSON.stringify`` output)."""
-    return orjson.dumps(value)
+    """Encode compactly, keeping key order: ``JSON.stringify``'s output, byte for byte (dsh's writer).
+
+    orjson writes everything but strings holding a lone surrogate, which it refuses;
+    only then is the value walked again by the escaping encoder (see the module docs).
+    """
+    try:
+        return orjson.dumps(value)
+    except TypeError:
+        return _escaping_top(value, None)
+
+
+def dumps_indented(value: JsonValue) -> bytes:
+    """:func:`dumps` indented by two spaces (orjson's ``OPT_INDENT_2`` layout), for people to read."""
+    try:
+        return orjson.dumps(value, option=orjson.OPT_INDENT_2)
+    except TypeError:
+        return _escaping_top(value, 0)
+
+
+def _escaping_top(value: Any, indent: int | None) -> bytes:
+    try:
+        return _escaping(value, indent, 0)
+    except RecursionError:  # nesting near orjson's limit, from a deep call stack: refused as orjson refuses it
+        raise orjson.JSONEncodeError("Recursion limit reached") from None
+
+
+def _escaping(value: Any, indent: int | None, depth: int) -> bytes:
+    """Encode as orjson would, but write lone surrogates as ``JSON.stringify`` does.
+
+    ``indent`` is the current indentation level when indenting, else ``None``. Anything
+    but strings, dicts, lists and tuples goes to orjson, so numbers are written by the
+    same code as on the fast path, and a value orjson cannot encode still raises its error.
+    """
+    if isinstance(value, str):
+        return _escaped_string(value)
+    is_dict = isinstance(value, dict)
+    if not is_dict and not isinstance(value, list | tuple):
+        return orjson.dumps(value)
+    if depth >= _ORJSON_DEPTH:
+        raise orjson.JSONEncodeError("Recursion limit reached")
+    if not value:
+        return b"{}" if is_dict else b"[]"
+    inner = None if indent is None else indent + 1
+    parts: list[bytes] = []
+    if is_dict:
+        separator = b":" if indent is None else b": "
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise orjson.JSONEncodeError("Dict key must be str")
+            parts.append(_escaped_string(key) + separator + _part(item, inner, depth + 1))
+    else:
+        for item in value:
+            parts.append(_part(item, inner, depth + 1))
+    opening, closing = (b"{", b"}") if is_dict else (b"[", b"]")
+    if indent is None:
+        return opening + b",".join(parts) + closing
+    outer = b"\n" + b"  " * indent
+    lead = outer + b"  "
+    return opening + lead + (b"," + lead).join(parts) + outer + closing
+
+
+def _part(value: Any, indent: int | None, depth: int) -> bytes:
+    """One member: whole by orjson when it can (compact only), else walked; only the subtrees with a lone
+    surrogate cost the slow walk."""
+    if indent is None:
+        try:
+            return orjson.dumps(value)
+        except TypeError:
+            pass
+    return _escaping(value, indent, depth)
+
+
+def _escaped_string(text: str) -> bytes:
+    """A JSON string literal; each lone surrogate becomes a lowercase ``\\uXXXX`` escape."""
+    try:
+        return orjson.dumps(text)
+    except TypeError:
+        pieces = _SURROGATE.split(joined_text(text))  # odd positions hold the lone surrogates
+    out = [b'"']
+    for index, piece in enumerate(pieces):
+        if index % 2:
+            out.append(b"\\u%04x" % ord(piece))
+        elif piece:
+            out.append(orjson.dumps(piece)[1:-1])
+    out.append(b'"')
+    return b"".join(out)
 
 
 def loads(raw: bytes | bytearray | memoryview | str) -> JsonValue:
-    """Decode strict JSON (NaN and Infinity are refused) into plain containers."""
-    return orjson.loads(raw)
+    """Decode strict JSON (NaN and Infinity are refused) into plain containers.
+
+    orjson refuses ``\\udcff``-style escapes of lone surrogates, which ``JSON.stringify``
+    writes; a document holding one is parsed again by the standard library's decoder,
+    held to orjson's rules (UTF-8 input, no NaN, no infinite numbers). Errors are
+    ``orjson.JSONDecodeError`` either way.
+    """
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        text = _with_escaped_surrogates(raw)
+        if text is None:
+            raise
+    try:
+        return _DECODER.decode(text)
+    except (ValueError, RecursionError) as error:
+        if isinstance(error, json.JSONDecodeError):
+            raise orjson.JSONDecodeError(error.msg, text, error.pos) from None
+        raise orjson.JSONDecodeError(str(error), text, 0) from None
+
+
+def _with_escaped_surrogates(raw: bytes | bytearray | memoryview | str) -> str | None:
+    """The document as text when it escapes a surrogate (and holds no raw one), else ``None``."""
+    if isinstance(raw, str):
+        if _ESCAPED_SURROGATE.search(raw) is None or _SURROGATE.search(raw) is not None:
+            return None
+        return raw
+    data = bytes(raw)
+    if _ESCAPED_SURROGATE_BYTES.search(data) is None:
+        return None
+    try:
+        return data.decode("utf-8")  # strict: a raw surrogate's bytes are not UTF-8
+    except UnicodeDecodeError:
+        return None
+
+
+def _refuse_constant(name: str) -> NoReturn:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _finite_float(literal: str) -> float:
+    number = float(literal)
+    if not math.isfinite(number):
+        raise ValueError(f"number {literal} is infinite as a double")
+    return number
+
+
+_DECODER = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float)

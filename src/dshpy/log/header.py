@@ -15,6 +15,7 @@ from typing import Any
 
 from dshpy.core.events import is_seq
 from dshpy.core.ids import check_session_id
+from dshpy.core.json import joined_text
 from dshpy.errors import CorruptSessionError
 
 __all__ = ["FORMAT_VERSION", "SessionHeader"]
@@ -59,6 +60,10 @@ class SessionHeader:
 
     def __post_init__(self) -> None:
         check_session_id(self.id)
+        for name in ("cwd", "agent_preset"):  # a split surrogate pair is stored, and read back, as its character
+            value = getattr(self, name)
+            if isinstance(value, str) and not value.isascii():
+                object.__setattr__(self, name, joined_text(value))
         if not is_seq(self.created_at):
             raise ValueError(f"session header createdAt must be a non-negative safe integer, got {self.created_at!r}")
         if self.cwd is not None and (not isinstance(self.cwd, str) or not os.path.isabs(self.cwd)):

@@ -27,7 +27,7 @@ from typing import Any, Protocol, cast
 
 from dshpy.core.events import SessionEvent, SurfaceOp, assemble_event, checked_event, is_seq, parse_surface_op
 from dshpy.core.ids import check_session_id, new_session_id
-from dshpy.core.json import NotJsonError, freeze_json
+from dshpy.core.json import NotJsonError, freeze_json, joined_text
 from dshpy.core.validation import validate_event_data
 from dshpy.core.vocabulary import KNOWN_EVENT_TYPES, is_plugin_type
 from dshpy.errors import EventError, ReadOnlySessionError, SurfaceError, UnknownEventTypeError
@@ -245,6 +245,8 @@ class Session:
             if type.__class__ is not str or type not in KNOWN_EVENT_TYPES:  # the common case skips these checks
                 if not isinstance(type, str) or not type:
                     raise EventError("event type must be a non-empty string")
+                if not type.isascii():
+                    type = joined_text(type)  # as the data's strings: a split pair is stored as its character
                 if type.startswith("plugin:"):
                     if not is_plugin_type(type):
                         raise EventError(

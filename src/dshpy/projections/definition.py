@@ -166,7 +166,13 @@ class ProjectionDefinition(Generic[S]):
                 f'projection "{self.key}": expected a {self.state_schema.__name__}, got {type(state).__name__}'
             )
         try:
-            return freeze_json(state.model_dump(mode="json", by_alias=True))
+            try:
+                dumped = state.model_dump(mode="json", by_alias=True)
+            except UnicodeEncodeError:
+                # pydantic's JSON mode encodes dict keys as UTF-8, which a key holding a lone surrogate
+                # (event data may) cannot be; Python mode copies them, and freeze_json checks the rest.
+                dumped = state.model_dump(by_alias=True)
+            return freeze_json(dumped)
         except NotJsonError as error:
             raise ProjectionError(f'projection "{self.key}": state is not lossless JSON: {error}') from None
 

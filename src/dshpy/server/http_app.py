@@ -22,6 +22,7 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from dshpy.core.ids import check_session_id
+from dshpy.core.json import loads
 from dshpy.errors import InvalidSessionIdError
 
 from .http_guard import RequestGuard
@@ -218,7 +219,7 @@ def _follow_result(peer: SsePeer, frame: bytes | None, followed: list[str], *, c
     if frame is None:
         return
     try:
-        answer = orjson.loads(frame)
+        answer = loads(frame)  # our own frame: it may carry \udcff escapes orjson alone refuses
     except orjson.JSONDecodeError:
         return
     result = answer.get("result") if isinstance(answer, dict) else None

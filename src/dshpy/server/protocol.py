@@ -32,6 +32,8 @@ import orjson
 
 from dshpy.core.ids import check_session_id
 from dshpy.core.json import MAX_SAFE_INTEGER
+from dshpy.core.json import dumps as json_dumps
+from dshpy.core.json import loads as json_loads
 from dshpy.errors import (
     ConflictError,
     CorruptSessionError,
@@ -109,7 +111,8 @@ class RpcError(Exception):
 
 
 def dumps(value: Any) -> bytes:
-    return orjson.dumps(value)
+    """A frame's bytes, as ``JSON.stringify`` writes them (lone surrogates escaped, see :mod:`dshpy.core.json`)."""
+    return json_dumps(value)
 
 
 def result_frame(request_id: RequestId, result: Any) -> bytes:
@@ -159,7 +162,7 @@ class FrameError(Exception):
 def parse_frame(raw: bytes | str) -> Request:
     """Parse one frame into a :class:`Request`, or raise :class:`FrameError`."""
     try:
-        frame = orjson.loads(raw)
+        frame = json_loads(raw)  # accepts JSON.stringify's escapes of lone surrogates
     except (orjson.JSONDecodeError, UnicodeDecodeError, TypeError) as error:
         raise FrameError(RpcError(PARSE_ERROR, f"parse error: {str(error)[:200]}")) from None
     if not isinstance(frame, dict):

@@ -33,7 +33,7 @@ import orjson
 
 from dshpy.core.events import SessionEvent, decode_event, encode_event, is_seq
 from dshpy.core.ids import check_session_id, new_session_id
-from dshpy.core.json import thaw
+from dshpy.core.json import dumps, loads, thaw
 from dshpy.core.vocabulary import KNOWN_EVENT_TYPES
 from dshpy.errors import (
     ConflictError,
@@ -74,6 +74,7 @@ __all__ = [
     "SessionInfo",
     "SessionStore",
     "StoredRecord",
+    "column_text",
     "events_digest",
     "parse_stored_header",
 ]
@@ -183,7 +184,7 @@ def parse_stored_header(session_id: str, raw: str | bytes) -> SessionHeader:
     record naming another session is corruption, never silently accepted.
     """
     try:
-        record = orjson.loads(raw)
+        record = loads(raw)
     except orjson.JSONDecodeError:
         raise CorruptSessionError(f'stored header of session "{session_id}" is not JSON') from None
     header = SessionHeader.from_record(record)
@@ -196,7 +197,7 @@ def parse_stored_event(session_id: str, seq: int, body: str | bytes) -> SessionE
     """The event a database row at ``seq`` holds (its stored storage-form JSON); damage or a row holding
     another seq is corruption naming the row."""
     try:
-        event = decode_event(orjson.loads(body), parsed=True)
+        event = decode_event(loads(body), parsed=True)
     except (orjson.JSONDecodeError, DshError) as error:
         raise CorruptSessionError(f'session "{session_id}" event {seq} is damaged: {error}') from None
     if event.seq != seq:
@@ -220,6 +221,24 @@ def readable(session_id: str, events: Iterable[SessionEvent]) -> Iterator[Sessio
                 "upgrade dshpy to read it"
             )
         yield event
+
+
+def column_text(value: str) -> str:
+    """``value`` as a database text column can hold it, for columns that only index or describe a row.
+
+    UTF-8 cannot encode a lone surrogate and PostgreSQL text refuses NUL, though event
+    types and cwds may hold either; such a value is stored JSON-escaped (``\\udcff``,
+    ``\\u0000``). The row's JSON record keeps the exact string, and every string a
+    query filters on is plain ASCII, so the escaped form never matches one by accident.
+    """
+    if "\x00" not in value:
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            pass
+        else:
+            return value
+    return dumps(value).decode()[1:-1]
 
 
 def events_digest(events: Sequence[SessionEvent]) -> str:

@@ -49,7 +49,7 @@ from typing import Any
 
 import orjson
 
-from dshpy.core.events import SessionEvent, decode_event
+from dshpy.core.events import SessionEvent, decode_event, encode_event
 from dshpy.core.ids import check_session_id
 from dshpy.core.json import dumps, loads
 from dshpy.errors import (
@@ -689,7 +689,10 @@ class JsonlStore(BaseStore):
 
     def _encode_batch(self, events: Sequence[SessionEvent]) -> bytes:
         """Storage lines (what :func:`encode_event` gives, each with its newline), framed when compressed."""
-        lines = b"".join([_dump_line(event.to_wire(seq_ranges=True), option=_NEWLINE) for event in events])
+        try:
+            lines = b"".join([_dump_line(event.to_wire(seq_ranges=True), option=_NEWLINE) for event in events])
+        except TypeError:  # a lone surrogate: the escaping encoder writes the batch (see dshpy.core.json)
+            lines = b"".join([encode_event(event) + b"\n" for event in events])
         return compress_frame(lines) if self._compressed else lines
 
     def _encode_new(self, header: SessionHeader, events: Sequence[SessionEvent]) -> bytes:

@@ -39,6 +39,7 @@ import psycopg_pool
 
 from dshpy.core.events import SessionEvent, encode_event
 from dshpy.core.ids import check_session_id
+from dshpy.core.json import dumps, loads
 from dshpy.errors import (
     ConflictError,
     CorruptSessionError,
@@ -48,7 +49,14 @@ from dshpy.errors import (
     StoreUnavailableError,
 )
 from dshpy.log.header import SessionHeader
-from dshpy.storage.base import BaseStore, SessionInfo, StoredRecord, parse_stored_event, parse_stored_header
+from dshpy.storage.base import (
+    BaseStore,
+    SessionInfo,
+    StoredRecord,
+    column_text,
+    parse_stored_event,
+    parse_stored_header,
+)
 from dshpy.storage.follow import StopSignal, check_follow_args
 from dshpy.storage.postgres_connect import (
     PostgresOptions,
@@ -136,7 +144,7 @@ def _columns(events: Sequence[SessionEvent]) -> tuple[list[int], list[str], list
     """
     return (
         [e.seq for e in events],
-        [e.type for e in events],
+        [column_text(e.type) for e in events],
         [e.time for e in events],
         [encode_event(e, seq_ranges=False).decode() for e in events],
     )
@@ -276,9 +284,9 @@ class PostgresStore(BaseStore):
                         self._sql.insert_session,
                         (
                             header.id,
-                            orjson.dumps(header.to_record()).decode(),
+                            dumps(header.to_record()).decode(),
                             header.created_at,
-                            header.cwd,
+                            None if header.cwd is None else column_text(header.cwd),
                             header.parent_session,
                             base_id,
                             base_count,
@@ -453,7 +461,7 @@ class PostgresStore(BaseStore):
     @staticmethod
     def _projection_row(key: str, version: int, seq: int, state: str, identity: str) -> ProjectionRow | None:
         try:
-            return ProjectionRow(str(key), int(version), int(seq), orjson.loads(state), str(identity))
+            return ProjectionRow(str(key), int(version), int(seq), loads(state), str(identity))
         except orjson.JSONDecodeError:
             return None  # a damaged row is no row: the projection is folded from the log
 
@@ -469,7 +477,7 @@ class PostgresStore(BaseStore):
             [row.key for row in rows],
             [row.state_version for row in rows],
             [row.seq for row in rows],
-            [orjson.dumps(row.state).decode() for row in rows],
+            [dumps(row.state).decode() for row in rows],
             [row.identity for row in rows],
         )
         with self._connection(f'write the projection cache of "{session_id}"') as conn:

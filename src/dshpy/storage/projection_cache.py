@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import orjson
 
 from dshpy.core.events import SessionEvent
-from dshpy.core.json import JsonValue
+from dshpy.core.json import JsonValue, dumps, loads
 from dshpy.errors import DshError, ProjectionError
 from dshpy.log.header import SessionHeader
 from dshpy.log.session import Session, SessionWriter
@@ -100,7 +100,7 @@ def group_projection_rows(raw: Iterable[Sequence[Any]]) -> dict[str, dict[str, P
 
     One tight loop: listing a big store parses tens of thousands of these."""
     found: dict[str, dict[str, ProjectionRow]] = {}
-    parse = orjson.loads
+    parse = loads
     for session_id, key, version, seq, state, identity in raw:
         try:
             parsed = parse(state)
@@ -120,7 +120,7 @@ def session_identity(header: SessionHeader) -> str:
     deleted one) differ in at least ``createdAt`` almost surely; ``cwd``,
     ``parentSession`` and ``isSeeded`` catch the rest.
     """
-    return orjson.dumps([header.id, header.created_at, header.cwd, header.parent_session, header.is_seeded]).decode()
+    return dumps([header.id, header.created_at, header.cwd, header.parent_session, header.is_seeded]).decode()
 
 
 def cached_states(header: SessionHeader, rows: Iterable[ProjectionRow]) -> dict[str, CachedState]:
@@ -271,7 +271,11 @@ class CacheWriter:
         runner = None if session is None else runner_of(session)
         if runner is None:
             return False
-        rows = runner.checkpoint()
+        try:
+            rows = runner.checkpoint()
+        except Exception:  # a projection that cannot fold or dump an event must not fail the flush that made it durable
+            log.exception("projection cache of session %s not written: a projection failed", self._header.id)
+            return False
         if not rows:
             return False
         seq = next(iter(rows.values())).seq

@@ -44,7 +44,7 @@ from typing import Any
 import orjson
 
 from dshpy.core.events import SessionEvent, encode_event
-from dshpy.core.json import MAX_SAFE_INTEGER
+from dshpy.core.json import MAX_SAFE_INTEGER, dumps, loads
 from dshpy.errors import (
     ConflictError,
     CorruptSessionError,
@@ -55,7 +55,14 @@ from dshpy.errors import (
     StoreError,
 )
 from dshpy.log.header import SessionHeader
-from dshpy.storage.base import BaseStore, SessionInfo, StoredRecord, parse_stored_event, parse_stored_header
+from dshpy.storage.base import (
+    BaseStore,
+    SessionInfo,
+    StoredRecord,
+    column_text,
+    parse_stored_event,
+    parse_stored_header,
+)
 from dshpy.storage.checksum import cache_row_crc, event_row_crc, session_row_crc
 from dshpy.storage.lease import FileLease, Lease
 from dshpy.storage.projection_cache import ProjectionRow
@@ -186,7 +193,7 @@ def _cache_row(
     if cache_row_crc(session_id, key, version, seq, state, identity) != crc:
         return None
     try:
-        return ProjectionRow(key.decode(), version, seq, orjson.loads(state), identity.decode())
+        return ProjectionRow(key.decode(), version, seq, loads(state), identity.decode())
     except (orjson.JSONDecodeError, UnicodeDecodeError):
         return None
 
@@ -365,15 +372,16 @@ class SqliteStore(BaseStore):
         rows: list[EventRow] = []
         for e in events:
             body = encode_event(e, seq_ranges=False)
-            rows.append((session_id, e.seq, e.type, e.time, body, event_row_crc(session_id, e.seq, body)))
+            rows.append((session_id, e.seq, column_text(e.type), e.time, body, event_row_crc(session_id, e.seq, body)))
         return rows
 
     def _insert(self, record: StoredRecord) -> None:
         header = record.header
         base_id, base_count = record.base if record.base is not None else (None, 0)
         events = record.events
-        raw = orjson.dumps(header.to_record()).decode()
-        columns = (header.id, raw, header.created_at, header.cwd, header.parent_session, base_id, base_count)
+        raw = dumps(header.to_record()).decode()
+        cwd = None if header.cwd is None else column_text(header.cwd)
+        columns = (header.id, raw, header.created_at, cwd, header.parent_session, base_id, base_count)
         next_seq = base_count + len(events)
         rows = self._rows(header.id, events)
         try:
@@ -516,7 +524,8 @@ class SqliteStore(BaseStore):
     def _rebase(self, session_id: str, prefix: Sequence[SessionEvent]) -> None:
         raw, _base_id, _base_count = self._session_row(session_id)
         header = parse_stored_header(session_id, raw)
-        crc = session_row_crc(session_id, raw, header.created_at, header.cwd, header.parent_session, None, 0)
+        cwd = None if header.cwd is None else column_text(header.cwd)
+        crc = session_row_crc(session_id, raw, header.created_at, cwd, header.parent_session, None, 0)
         try:
             with self._write(f'detaching fork "{session_id}"') as db:
                 db.executemany(_INSERT_EVENTS, self._rows(session_id, prefix))
@@ -557,6 +566,7 @@ class SqliteStore(BaseStore):
     ) -> Iterator[SessionEvent]:
         """Filtered in SQL (see :meth:`BaseStore.read_types`)."""
         marks = ", ".join("?" * len(types))
+        columns = [column_text(kind) for kind in types]  # as the type column holds them
         chunk = 16  # small first: a caller looking for the first match stops early and pays for one short scan
         doing = f'reading session "{session_id}"'
         while until is None or from_seq < until:
@@ -564,11 +574,11 @@ class SqliteStore(BaseStore):
                 rows = self._db.execute(
                     f"SELECT seq, type, body, crc FROM events WHERE session_id = ? AND seq >= ? AND seq < ? "
                     f"AND type IN ({marks}) ORDER BY seq LIMIT ?",
-                    (session_id, from_seq, MAX_SAFE_INTEGER if until is None else until, *types, chunk),
+                    (session_id, from_seq, MAX_SAFE_INTEGER if until is None else until, *columns, chunk),
                 ).fetchall()
             for seq, kind, body, crc in rows:
                 event = _verified_event(session_id, seq, body, crc)
-                if event.type != kind:
+                if column_text(event.type) != kind:
                     raise CorruptSessionError(f'session "{session_id}" row {seq} does not hold its indexed event')
                 yield event
             if len(rows) < chunk:
@@ -644,7 +654,7 @@ class SqliteStore(BaseStore):
             return  # the cache is a shortcut: a read-only store is folded from its log, and nothing is lost
         params = []
         for row in rows:
-            state = orjson.dumps(row.state)
+            state = dumps(row.state)
             crc = cache_row_crc(
                 session_id.encode(), row.key.encode(), row.state_version, row.seq, state, row.identity.encode()
             )

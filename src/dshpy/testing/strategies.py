@@ -45,7 +45,7 @@ from dshpy.testing.builders import (
     user_message,
 )
 
-__all__ = ["NOTE_TYPE", "AppendOp", "json_values", "replay", "session_scripts"]
+__all__ = ["NOTE_TYPE", "SURROGATES", "AppendOp", "json_values", "replay", "session_scripts", "texts"]
 
 NOTE_TYPE = "plugin:dshpy/note"
 """The plugin record type scripts use for dshpy-only records."""
@@ -84,18 +84,38 @@ def _lossless_float(value: float) -> float:
     return 0.0 if value == 0.0 else value  # -0.0 is not lossless JSON
 
 
-def json_values(*, max_leaves: int = 8) -> st.SearchStrategy[Any]:
-    """Plain JSON values ``freeze_json`` accepts: safe integers, finite floats (no ``-0.0``), str keys."""
+SURROGATES = ("\ud800", "\udbff", "\udc00", "\udcff", "\udfff", "\ud83d", "\ude00")
+"""Surrogate code points: high and low, range ends, and the two halves of 😀 (which may meet as a pair)."""
+
+
+def texts(*, max_size: int = 10, surrogates: bool = False) -> st.SearchStrategy[str]:
+    """Strings; with ``surrogates``, ones that often hold lone UTF-16 surrogates and split pairs too.
+
+    Hypothesis never draws surrogates by default, yet real data holds them
+    (``os.listdir()`` of a non-UTF-8 name, an emoji cut between stream chunks).
+    """
+    if not surrogates:
+        return st.text(max_size=max_size)
+    # st.text() drops surrogates from any alphabet, so the characters are drawn and joined here
+    return st.lists(st.one_of(st.characters(), st.sampled_from(SURROGATES)), max_size=max_size).map("".join)
+
+
+def json_values(*, max_leaves: int = 8, surrogates: bool = False) -> st.SearchStrategy[Any]:
+    """Plain JSON values ``freeze_json`` accepts: safe integers, finite floats (no ``-0.0``), str keys.
+
+    ``surrogates`` lets strings and keys hold surrogate code points (see :func:`texts`).
+    """
     scalars = st.one_of(
         st.none(),
         st.booleans(),
         st.integers(-MAX_SAFE_INTEGER, MAX_SAFE_INTEGER),
         st.floats(allow_nan=False, allow_infinity=False).map(_lossless_float),
-        st.text(max_size=10),
+        texts(max_size=10, surrogates=surrogates),
     )
+    keys = texts(max_size=6, surrogates=surrogates)
     return st.recursive(
         scalars,
-        lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=6), children, max_size=3),
+        lambda children: st.lists(children, max_size=3) | st.dictionaries(keys, children, max_size=3),
         max_leaves=max_leaves,
     )
 

@@ -81,3 +81,27 @@ def test_run_prints_a_streamed_reply_holding_lone_surrogates(tmp_path: Path) -> 
         [info] = store.list()
         answers = [e for e in store.read(info.id) if e.type == "assistant/message"]
     assert answers[-1].data["message"]["content"][-1]["text"] == reply
+
+
+def test_run_sends_a_prompt_holding_a_non_utf8_file_name_to_the_model(tmp_path: Path) -> None:
+    """A prompt naming a non-UTF-8 file (argv decodes byte 0xff to ``\\udcff``) reaches the model and the log.
+
+    The request body escapes it as ``JSON.stringify`` would; before, the SDK's encoder raised
+    ``UnicodeEncodeError`` and the run failed without asking the model."""
+    url = f"sqlite:///{tmp_path / 'ask.db'}"
+    prompt = f"rename {NAME}"
+    with FakeModelServer([Reply.text("Done.")]) as server:
+        env = {"DEEPSEEK_API_KEY": "test-key", "DEEPSEEK_BASE_URL": server.base_url}
+        done = run(["--store", url, "run", prompt], tmp_path, "utf-8:strict", env)
+        assert done.returncode == 0, done.stderr.decode(errors="replace")
+        [request] = server.requests
+        headers = server.request_headers[0]
+    assert done.stdout == b"Done.\n"
+    assert {key.lower(): value for key, value in headers.items()}["content-type"] == "application/json"
+    sent = [m for m in request["messages"] if m["role"] == "user"]
+    assert sent[-1]["content"] in (prompt, [{"type": "text", "text": prompt}])
+    assert request["model"] and request["stream"] is True
+    with dshpy.open_store(url) as store:
+        [info] = store.list()
+        users = [e for e in store.read(info.id) if e.type == "user/message"]
+    assert users[-1].data["content"][-1]["text"] == prompt

@@ -18,7 +18,9 @@ from collections.abc import AsyncGenerator, Mapping, Sequence
 from typing import Any
 
 import openai
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
+from dshpy.core.json import dumps
 from dshpy.llm.chunks import StreamChunk
 from dshpy.llm.config import (
     API_KEY_HINT,
@@ -135,17 +137,26 @@ class ChatClient:
         # The history and the tool list are already plain JSON in the wire shape. Passed as
         # typed arguments, the SDK would walk them through its TypedDict transform on every
         # request — O(history) pure-Python work that dominated the loop (0.17 s at 300
-        # messages). As ``extra_body`` they go into the JSON body as they are.
-        raw = dict(params.pop("extra_body", {}))
-        raw["messages"] = params.pop("messages")
-        if "tools" in params:
-            raw["tools"] = params.pop("tools")
+        # messages) — and then encode the body with ``json.dumps(...).encode()``, which
+        # cannot encode a lone surrogate (a non-UTF-8 file name a tool listed is one). So
+        # the body is encoded here, by the log's own codec: ``\udcff`` escapes as dsh's
+        # ``JSON.stringify`` sends them, orjson's speed otherwise.
+        extra = params.pop("extra_body", {})
+        history = {key: params.pop(key) for key in ("messages", "tools") if key in params}
+        body = {**params, **extra, **history}  # as the SDK merged them: extra_body over the named fields
         total = self.config.timeouts.total
         deadline = None if total is None else asyncio.get_running_loop().time() + total
         timer = asyncio.timeout_at(deadline)
         try:
             async with timer:
-                response = await self._client.chat.completions.create(messages=[], extra_body=raw, **params)
+                response = await self._client.post(
+                    "/chat/completions",
+                    cast_to=ChatCompletion,
+                    content=dumps(body),
+                    options={"headers": {"Content-Type": "application/json"}},
+                    stream=True,
+                    stream_cls=openai.AsyncStream[ChatCompletionChunk],
+                )
         except asyncio.CancelledError:
             raise
         except Exception as error:

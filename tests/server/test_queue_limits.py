@@ -78,3 +78,35 @@ def test_when_every_live_session_is_busy_another_is_refused(tmp_path: Path, hung
         server.call(7, "session/wait", {"sessionId": "a"})
         assert server.call(8, "session.create", {"sessionId": "c"})["result"]["id"] == "c"
         assert server.call(9, "session.list")["result"]["sessions"]
+
+
+def test_requests_in_flight_over_stdio_are_bounded_and_cancel_still_gets_through(
+    tmp_path: Path, hung: FakeModelServer
+) -> None:
+    """1,074 ``session/wait``s pile up behind a hung turn: 1,024 are held, 50 refused at once, and the
+    ``session.cancel`` sent after them is still read and answered (it ends the turn, which answers the waits)."""
+    from dshpy.server.stdio import DEFAULT_MAX_IN_FLIGHT
+
+    extra = 50
+    with stdio_server(tmp_path, hung.base_url) as server:
+        assert "messageId" in _prompt(server, "run", "s", "start")["result"]
+        hung.wait_for_requests(1)
+        frames = [
+            json.dumps({"jsonrpc": "2.0", "id": n, "method": "session/wait", "params": {"sessionId": "s"}}).encode()
+            for n in range(DEFAULT_MAX_IN_FLIGHT + extra)
+        ]
+        cancel = {"jsonrpc": "2.0", "id": "cancel", "method": "session.cancel", "params": {"sessionId": "s"}}
+        server.write(b"\n".join([*frames, json.dumps(cancel).encode()]) + b"\n")
+        answers: dict[Any, dict[str, Any]] = {}
+        while len(answers) < len(frames) + 1:
+            frame = server.frame()
+            if "id" in frame:
+                answers[frame["id"]] = frame
+    refused = [n for n in range(len(frames)) if "error" in answers[n]]
+    assert len(refused) == extra
+    for n in refused:
+        assert answers[n]["error"]["code"] == LIMIT_EXCEEDED
+        assert answers[n]["error"]["data"] == {"limit": "inFlightRequests", "max": DEFAULT_MAX_IN_FLIGHT}
+    assert "result" in answers["cancel"]
+    held = [answers[n]["result"] for n in range(len(frames)) if n not in refused]
+    assert len(held) == DEFAULT_MAX_IN_FLIGHT and all(result == held[0] for result in held)

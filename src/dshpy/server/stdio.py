@@ -5,6 +5,13 @@ split into lines on the event loop. A line longer than the limit is refused with
 -32600 as soon as the limit is passed, and the rest of it is skipped, never
 buffered. Each request runs as its own task, so a running turn does not block the
 next request; frames are written whole, one per line.
+
+What the server holds for a client is bounded: the reader thread hands over at most
+a few chunks before it waits for the loop to take them, and at most
+``max_in_flight`` requests are handled at once. A request beyond that is answered
+-32007 (``data.limit == "inFlightRequests"``) at once rather than queued: pausing the
+reader instead would also hold back the ``session.cancel`` or ``shutdown`` a client
+needs to end requests that wait on a hung model. Those two are always let through.
 """
 
 from __future__ import annotations
@@ -14,13 +21,24 @@ import logging
 import os
 import sys
 import threading
-from typing import BinaryIO
+from typing import Any, BinaryIO
+
+from dshpy.core.json import loads
 
 from .hub import Subscription
+from .limits import limit_error
 from .methods import Runtime
 from .protocol import DEFAULT_MAX_REQUEST_BYTES, INVALID_REQUEST, RpcError, error_frame
 
-__all__ = ["StdioPeer", "serve_stdio"]
+__all__ = ["DEFAULT_MAX_IN_FLIGHT", "StdioPeer", "serve_stdio"]
+
+DEFAULT_MAX_IN_FLIGHT = 1024
+"""Requests handled at once over one stdio connection (waits on running turns included)."""
+
+_READ_AHEAD_CHUNKS = 4
+"""64 KiB chunks the reader thread may read before the loop has taken them."""
+
+_ALWAYS_ADMITTED = frozenset({"shutdown", "session.cancel"})
 
 log = logging.getLogger("dshpy.server")
 
@@ -86,6 +104,7 @@ async def serve_stdio(
     stdin_fd: int | None = None,
     stdout: BinaryIO | None = None,
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
 ) -> None:
     """Serve until stdin ends or ``shutdown`` is answered."""
     loop = asyncio.get_running_loop()
@@ -93,9 +112,11 @@ async def serve_stdio(
     peer = StdioPeer(stdout if stdout is not None else sys.stdout.buffer)
     runtime.hub.add(peer)
     chunks: asyncio.Queue[bytes | None] = asyncio.Queue()
+    read_ahead = threading.Semaphore(_READ_AHEAD_CHUNKS)
 
     def read() -> None:
         while True:
+            read_ahead.acquire()  # released as the loop takes a chunk: a fast writer cannot fill our memory
             try:
                 data = os.read(fd, 1 << 16)
             except OSError:
@@ -108,6 +129,11 @@ async def serve_stdio(
     splitter = _LineSplitter(max_request_bytes)
     tasks: set[asyncio.Task[None]] = set()
     too_large = RpcError(INVALID_REQUEST, "request too large", {"limit": max_request_bytes})
+    too_many = limit_error(
+        f"too many requests in progress (at most {max_in_flight}): wait for answers before sending more",
+        "inFlightRequests",
+        max_in_flight,
+    )
 
     async def answer(line: bytes) -> None:
         frame = await runtime.handle_frame(line, peer)
@@ -124,12 +150,19 @@ async def serve_stdio(
                 break
             closed.cancel()
             data = getter.result()
+            read_ahead.release()
             if data is None:
                 break
             lines, refused = splitter.feed(data)
             for _ in range(refused):
                 peer.send(error_frame(None, too_large))
             for line in lines:
+                if len(tasks) >= max_in_flight:
+                    admitted, request_id = _triage(line)
+                    if not admitted:
+                        if request_id is not _NO_ANSWER:
+                            peer.send(error_frame(request_id, too_many))
+                        continue
                 task = loop.create_task(answer(line))
                 tasks.add(task)
                 task.add_done_callback(tasks.discard)
@@ -139,3 +172,23 @@ async def serve_stdio(
         if tasks:
             await asyncio.wait(tasks, timeout=5)
         runtime.hub.remove(peer)
+
+
+_NO_ANSWER = object()
+"""A notification's id: it is never answered, not even with an error."""
+
+
+def _triage(line: bytes) -> tuple[bool, Any]:
+    """Whether a request may run although the in-flight limit is reached, and the id to refuse it with."""
+    try:
+        request = loads(line)
+    except ValueError:
+        return False, None
+    if not isinstance(request, dict):
+        return False, None
+    if request.get("method") in _ALWAYS_ADMITTED:
+        return True, None
+    if "id" not in request:
+        return False, _NO_ANSWER
+    request_id = request["id"]
+    return False, request_id if isinstance(request_id, str | int) and not isinstance(request_id, bool) else None

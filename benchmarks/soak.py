@@ -1,7 +1,7 @@
 """Soak: many SIGKILL trials and single-byte flips per durable backend, and what they found.
 
 Run: .venv/bin/python benchmarks/soak.py [--kills 1000] [--flips 1000] [--seed N] [--only flips|kills]
-(PostgreSQL kill trials run when ``$DSH_TEST_POSTGRES_DSN`` is set.)
+(PostgreSQL kill trials and row flips run when ``$DSH_TEST_POSTGRES_DSN`` is set.)
 
 The test suite keeps these small (200 kills per backend, a byte-flip sweep over one small
 file); this script runs them at soak size and prints counts, never a pass/fail of its own
@@ -191,11 +191,84 @@ def run_flips(backend: str, flips: int, seed: int, work: Path) -> Counter[str]:
             outcome = "written"
         outcomes[outcome] += 1
     seconds = time.perf_counter() - started
+    report(backend, flips, f"over {total:,} B", outcomes, seconds)
+    return outcomes
+
+
+def run_postgres_flips(dsn: str, flips: int, seed: int) -> Counter[str]:
+    """Flips on PostgreSQL: one byte of a stored row's text (an event body or a header) changed through SQL.
+
+    The server's own pages are its business (``initdb --data-checksums``); what dshpy can
+    answer for is a row altered behind its back (a manual UPDATE, a buggy tool, a partial
+    restore). The byte stays printable ASCII so the server accepts the UPDATE. After each
+    trial the row is restored and anything the trial appended is removed.
+    """
+    import psycopg
+    from psycopg import sql
+
+    from dshpy.testing.postgres import drop_schema, scratch_schema, store_url
+
+    schema = scratch_schema("dshpy_soak")
+    url = store_url(dsn, schema)
+    truth = build_store(url, sessions=3, turns=4, seed=seed)
+    lengths = {session_id: len(events) for session_id, events in truth.items()}
+    rng = random.Random(seed)
+    outcomes: Counter[str] = Counter()
+    events_table = sql.Identifier(schema, "events")
+    sessions_table = sql.Identifier(schema, "sessions")
+    cache_table = sql.Identifier(schema, "projection_cache")
+    started = time.perf_counter()
+    try:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            rows = [("events", sid, seq, text) for sid, seq, text in conn.execute(
+                sql.SQL("SELECT session_id, seq, body FROM {}").format(events_table)
+            )]
+            rows += [("sessions", sid, -1, text) for sid, text in conn.execute(
+                sql.SQL("SELECT id, header FROM {}").format(sessions_table)
+            )]
+            total = sum(len(text) for *_, text in rows)
+            for _ in range(flips):
+                table, session_id, seq, text = rows[rng.randrange(len(rows))]
+                position = rng.randrange(len(text))
+                while not 0x20 <= ord(text[position]) < 0x7F:
+                    position = rng.randrange(len(text))
+                flipped = chr(ord(text[position]) ^ rng.randrange(1, 0x20))
+                while not 0x20 <= ord(flipped) < 0x7F:
+                    flipped = chr(ord(text[position]) ^ rng.randrange(1, 0x80))
+                damaged = text[:position] + flipped + text[position + 1 :]
+                if table == "events":
+                    update = sql.SQL("UPDATE {} SET body = %s WHERE session_id = %s AND seq = %s").format(events_table)
+                    conn.execute(update, (damaged, session_id, seq))
+                else:
+                    update = sql.SQL("UPDATE {} SET header = %s WHERE id = %s").format(sessions_table)
+                    conn.execute(update, (damaged, session_id))
+                conn.execute(sql.SQL("DELETE FROM {}").format(cache_table))
+                outcome = classify(url, truth)
+                counts = sql.SQL("SELECT session_id, count(*) FROM {} GROUP BY session_id").format(events_table)
+                stored = dict(conn.execute(counts).fetchall())
+                if outcome == "detected" and stored != lengths:
+                    outcome = "written"
+                outcomes[outcome] += 1
+                with conn.transaction():
+                    for sid, length in lengths.items():
+                        trim = sql.SQL("DELETE FROM {} WHERE session_id = %s AND seq >= %s").format(events_table)
+                        conn.execute(trim, (sid, length))
+                    if table == "events":
+                        conn.execute(update, (text, session_id, seq))
+                    else:
+                        conn.execute(update, (text, session_id))
+    finally:
+        drop_schema(dsn, schema)
+    seconds = time.perf_counter() - started
+    report("postgres", flips, f"over {total:,} B of row text", outcomes, seconds)
+    return outcomes
+
+
+def report(backend: str, flips: int, what: str, outcomes: Counter[str], seconds: float) -> None:
     broken = ("altered", "lost", "written")
     silent = sum(count for key, count in outcomes.items() if key in broken or key.startswith("raw"))
     summary = "  ".join(f"{key} {count}" for key, count in sorted(outcomes.items()))
-    print(f"flips  {backend:<11} {flips:>6} flips over {total:,} B  {summary}   silent/raw {silent}  ({seconds:.1f} s)")
-    return outcomes
+    print(f"flips  {backend:<11} {flips:>6} flips {what}  {summary}   silent/raw {silent}  ({seconds:.1f} s)")
 
 
 def main() -> None:
@@ -209,6 +282,11 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix="dshpy-soak-") as work:
             for backend in FLIP_BACKENDS:
                 run_flips(backend, args.flips, args.seed, Path(work))
+        dsn = os.environ.get("DSH_TEST_POSTGRES_DSN")
+        if dsn:
+            run_postgres_flips(dsn, args.flips, args.seed)
+        else:
+            print("flips: postgres skipped (set DSH_TEST_POSTGRES_DSN to include it)")
     if args.only != "flips":
         run_kills(args.kills)
 

@@ -6,12 +6,13 @@ split into lines on the event loop. A line longer than the limit is refused with
 buffered. Each request runs as its own task, so a running turn does not block the
 next request; frames are written whole, one per line.
 
-What the server holds for a client is bounded: the reader thread hands over at most
-a few chunks before it waits for the loop to take them, and at most
-``max_in_flight`` requests are handled at once. A request beyond that is answered
--32007 (``data.limit == "inFlightRequests"``) at once rather than queued: pausing the
-reader instead would also hold back the ``session.cancel`` or ``shutdown`` a client
-needs to end requests that wait on a hung model. Those two are always let through.
+At most ``max_in_flight`` requests are handled at once. A request beyond that is
+answered -32007 (``data.limit == "inFlightRequests"``) at once rather than queued:
+pausing the reader instead would also hold back the ``session.cancel`` or
+``shutdown`` a client needs to end requests that wait on a hung model (those two
+are always let through), and a client that writes all its requests before reading
+any answer would deadlock against a server that stopped reading while its own
+answers filled the stdout pipe. So stdin is always drained.
 """
 
 from __future__ import annotations
@@ -34,9 +35,6 @@ __all__ = ["DEFAULT_MAX_IN_FLIGHT", "StdioPeer", "serve_stdio"]
 
 DEFAULT_MAX_IN_FLIGHT = 1024
 """Requests handled at once over one stdio connection (waits on running turns included)."""
-
-_READ_AHEAD_CHUNKS = 4
-"""64 KiB chunks the reader thread may read before the loop has taken them."""
 
 _ALWAYS_ADMITTED = frozenset({"shutdown", "session.cancel"})
 
@@ -112,11 +110,9 @@ async def serve_stdio(
     peer = StdioPeer(stdout if stdout is not None else sys.stdout.buffer)
     runtime.hub.add(peer)
     chunks: asyncio.Queue[bytes | None] = asyncio.Queue()
-    read_ahead = threading.Semaphore(_READ_AHEAD_CHUNKS)
 
     def read() -> None:
         while True:
-            read_ahead.acquire()  # released as the loop takes a chunk: a fast writer cannot fill our memory
             try:
                 data = os.read(fd, 1 << 16)
             except OSError:
@@ -150,7 +146,6 @@ async def serve_stdio(
                 break
             closed.cancel()
             data = getter.result()
-            read_ahead.release()
             if data is None:
                 break
             lines, refused = splitter.feed(data)

@@ -7,8 +7,8 @@ writes, plus the zero-copy fork base) and an ``events`` row per event keyed by
 
 Every flush is one transaction, sent as one statement (the schema's ``append_events``
 function, so a flush costs one round trip): lock the session row, compare the stored
-next seq with the writer's expected one, insert the batch and ``pg_notify`` followers,
-commit. Writers on any connection or host are serialized by the row lock, and the
+next seq with the writer's expected one, insert the batch, record the new next seq and
+``pg_notify`` followers, commit. Writers on any connection or host are serialized by the row lock, and the
 primary key would refuse an interleaved seq even without it; the loser gets
 :class:`~dshpy.errors.ConflictError`. A connection lost mid-flush rolls the whole batch
 back on the server and raises :class:`~dshpy.errors.StoreUnavailableError`; if the commit
@@ -21,6 +21,13 @@ writer is still writing.
 
 Forks are zero-copy, as in SQLite: a child row names its parent (``base_id``) and how
 many events it inherits (``base_count``) and stores only its own events.
+
+Damage is detected, never served: every row carries a CRC-32 of exactly what it stores
+and each session row its ``next_seq`` (:mod:`~dshpy.storage.postgres_checksums`), checked
+on every read, so a row altered behind dshpy's back (a manual ``UPDATE``, a buggy tool, a
+partly restored backup) raises :class:`~dshpy.errors.CorruptSessionError` naming the
+session and seq, and rows lost from the end of a log are an error, not a shorter session.
+A damaged projection-cache row is only folded again.
 """
 
 from __future__ import annotations
@@ -87,6 +94,8 @@ class _Sql:
         self.session = (
             f"SELECT header, created_at, cwd, parent_session, base_id, base_count, crc FROM {s}.sessions WHERE id = %s"
         )
+        # FOR NO KEY UPDATE serializes writers of one session (detaching a fork) without blocking
+        # the FOR KEY SHARE locks that foreign-key checks take (forking it, appending to it).
         self.locked_session = self.session + " FOR NO KEY UPDATE"
         self.next_seq = (
             f"SELECT COALESCE((SELECT max(seq) + 1 FROM {s}.events WHERE session_id = t.id), t.base_count), "
@@ -143,10 +152,10 @@ class _Sql:
                 identity = excluded.identity, crc = excluded.crc"""
 
 
-Columns = tuple[list[int], list[str], list[int], list[str], list[int]]
+_Columns = tuple[list[int], list[str], list[int], list[str], list[int]]
 
 
-def _columns(session_id: str, events: Sequence[SessionEvent]) -> Columns:
+def _columns(session_id: str, events: Sequence[SessionEvent]) -> _Columns:
     """The batch as five parallel arrays (seq, type, time, body, checksum): one ``unnest`` insert, not a
     statement per row.
 

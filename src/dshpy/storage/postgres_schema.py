@@ -96,16 +96,23 @@ APPEND_FUNCTION_V3 = """CREATE FUNCTION {schema}.append_events(
     p_crcs bigint[], p_channel text
 ) RETURNS bigint LANGUAGE plpgsql AS $$
 DECLARE
-    recorded bigint;
     inherited bigint;
+    recorded bigint;
     stored bigint;
 BEGIN
-    SELECT next_seq, base_count INTO recorded, inherited FROM {schema}.sessions WHERE id = p_session
-       FOR NO KEY UPDATE;
+    UPDATE {schema}.sessions SET next_seq = p_expected + cardinality(p_seqs)
+     WHERE id = p_session AND next_seq = p_expected
+    RETURNING base_count INTO inherited;
     IF NOT FOUND THEN
-        RETURN NULL;
+        SELECT t.next_seq, COALESCE((SELECT max(seq) + 1 FROM {schema}.events WHERE session_id = t.id), t.base_count)
+          INTO recorded, stored FROM {schema}.sessions t WHERE t.id = p_session;
+        IF NOT FOUND THEN
+            RETURN NULL;
+        END IF;
+    ELSE
+        recorded := p_expected;
+        stored := COALESCE((SELECT max(seq) + 1 FROM {schema}.events WHERE session_id = p_session), inherited);
     END IF;
-    stored := COALESCE((SELECT max(seq) + 1 FROM {schema}.events WHERE session_id = p_session), inherited);
     IF stored <> recorded THEN
         RAISE EXCEPTION USING ERRCODE = 'data_corrupted', MESSAGE = format(
             'session "%s" is damaged: its log holds events up to seq %s but recorded %s events '
@@ -117,18 +124,20 @@ BEGIN
     INSERT INTO {schema}.events (session_id, seq, type, time, body, crc)
     SELECT p_session, r.seq, r.type, r.time, r.body, r.crc
       FROM unnest(p_seqs, p_types, p_times, p_bodies, p_crcs) AS r(seq, type, time, body, crc);
-    UPDATE {schema}.sessions SET next_seq = p_expected + cardinality(p_seqs) WHERE id = p_session;
     PERFORM pg_notify(p_channel, p_session || ' ' || (p_expected + cardinality(p_seqs)));
     RETURN stored;
 END
 $$"""
 """The conditional append since schema v3: as :data:`APPEND_FUNCTION`, with each row's checksum, and
-the session row's ``next_seq`` moved in the same transaction.
+the session row's ``next_seq`` as the condition.
 
-The locking read returns the newest committed ``next_seq`` even after waiting for
-another writer (READ COMMITTED re-reads a row it had to wait for). A log whose rows
-disagree with it lost rows (or its session row is damaged): the append is refused
-with ``data_corrupted`` instead of writing past a gap."""
+One ``UPDATE`` both takes the session row's lock (``FOR NO KEY UPDATE``, as before) and
+moves ``next_seq`` on, if it still equals ``p_expected``: a writer that waited for
+another re-checks the newest committed row (READ COMMITTED), finds it moved, updates
+nothing and gets the stored next seq back (a conflict). The log itself must end where
+``next_seq`` says, read in one snapshot: otherwise rows were lost (or the session row is
+damaged) and the append is refused with ``data_corrupted`` rather than writing past a
+gap. On success the session row is written once, as the lock alone wrote it before."""
 
 MIGRATIONS: tuple[SchemaMigration, ...] = (
     SchemaMigration(

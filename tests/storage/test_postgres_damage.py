@@ -19,8 +19,9 @@ from psycopg import sql
 
 import dshpy
 from dshpy.core.events import encode_event
-from dshpy.core.json import thaw
+from dshpy.core.json import dumps, thaw
 from dshpy.log.fork import plan_fork
+from dshpy.storage import postgres_checksums
 from dshpy.storage.postgres import PostgresStore
 from dshpy.storage.postgres_connect import quote_identifier
 from dshpy.storage.postgres_schema import BOOTSTRAP, MIGRATIONS
@@ -246,7 +247,7 @@ def _old_schema(dsn: str, url: str) -> tuple[dshpy.Session, dshpy.Session]:
                 sql.SQL("INSERT INTO {}.sessions VALUES (%s, %s, %s, %s, %s, %s, %s)").format(schema),
                 (
                     header.id,
-                    dshpy.core.json.dumps(header.to_record()).decode(),
+                    dumps(header.to_record()).decode(),
                     header.created_at,
                     header.cwd,
                     header.parent_session,
@@ -274,8 +275,9 @@ def _old_schema(dsn: str, url: str) -> tuple[dshpy.Session, dshpy.Session]:
     return parent, child
 
 
-def test_a_schema_written_before_checksums_is_upgraded_and_then_checked(postgres_url, postgres_dsn):
+def test_a_schema_written_before_checksums_is_upgraded_and_then_checked(postgres_url, postgres_dsn, monkeypatch):
     parent, child = _old_schema(postgres_dsn, postgres_url)
+    monkeypatch.setattr(postgres_checksums, "BACKFILL_BATCH", 2)  # every table takes several batches
     store = PostgresStore(postgres_url)
     assert store.applied_migrations == tuple(m.version for m in MIGRATIONS[2:])
     assert store.schema_version == len(MIGRATIONS)

@@ -380,7 +380,8 @@ class PostgresStore(BaseStore):
             raise CorruptSessionError(lost_rows(session_id, expected, now))
 
     def _append(self, session_id: str, expected_seq: int, events: Sequence[SessionEvent]) -> None:
-        """One statement: the server-side ``append_events`` locks, compares, inserts and notifies."""
+        """One statement: the server-side ``append_events`` locks, compares, moves ``next_seq``, inserts and
+        notifies; a log that lost rows is refused (``data_corrupted``) as :class:`CorruptSessionError`."""
         params = (session_id, expected_seq, *_columns(session_id, events), self.channel)
         with self._connection(f'append to session "{session_id}"') as conn:
             try:
@@ -424,13 +425,10 @@ class PostgresStore(BaseStore):
             if row is None:
                 raise SessionNotFound(f'session "{session_id}" not found')
             raw, created_at, cwd, parent, base_id, base_count, crc = row
-            check_session_row(
-                session_id, raw, created_at, cwd, parent, base_id, base_count, crc
-            )  # never re-sign damage
+            check_session_row(session_id, raw, created_at, cwd, parent, base_id, base_count, crc)  # sign no damage
             self._insert_events(conn, session_id, prefix)
-            conn.execute(
-                self._sql.detach, (session_row_crc(session_id, raw, created_at, cwd, parent, None, 0), session_id)
-            )
+            detached = session_row_crc(session_id, raw, created_at, cwd, parent, None, 0)
+            conn.execute(self._sql.detach, (detached, session_id))
 
     def _turn_window(self, session_id: str, boundary: int) -> list[SessionEvent]:
         """Seek to the last turn boundary at or before ``boundary`` instead of reading the prefix."""

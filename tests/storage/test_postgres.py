@@ -232,7 +232,7 @@ def test_terminated_backend_mid_flush_writes_nothing_and_a_retry_commits_once(po
         blocker.execute(sql.SQL("SELECT 1 FROM {}.sessions WHERE id = %s FOR UPDATE").format(schema), (session.id,))
     else:  # hold an uncommitted row at seq n+1: the flush locks the session, inserts n, then waits at n+1
         blocker.execute(
-            sql.SQL("INSERT INTO {}.events VALUES (%s, %s, 'x', 0, '{{}}')").format(schema), (session.id, n + 1)
+            sql.SQL("INSERT INTO {}.events VALUES (%s, %s, 'x', 0, '{{}}', 0)").format(schema), (session.id, n + 1)
         )
     outcome: list[BaseException | None] = []
     flusher = threading.Thread(target=lambda: outcome.append(_try(session.flush)))

@@ -7,8 +7,8 @@ writes, plus the zero-copy fork base) and an ``events`` row per event keyed by
 
 Every flush is one transaction, sent as one statement (the schema's ``append_events``
 function, so a flush costs one round trip): lock the session row, compare the stored
-next seq with the writer's expected one, insert the batch and ``pg_notify`` followers,
-commit. Writers on any connection or host are serialized by the row lock, and the
+next seq with the writer's expected one, insert the batch, record the new next seq and
+``pg_notify`` followers, commit. Writers on any connection or host are serialized by the row lock, and the
 primary key would refuse an interleaved seq even without it; the loser gets
 :class:`~dshpy.errors.ConflictError`. A connection lost mid-flush rolls the whole batch
 back on the server and raises :class:`~dshpy.errors.StoreUnavailableError`; if the commit
@@ -21,6 +21,13 @@ writer is still writing.
 
 Forks are zero-copy, as in SQLite: a child row names its parent (``base_id``) and how
 many events it inherits (``base_count``) and stores only its own events.
+
+Damage is detected, never served: every row carries a CRC-32 of exactly what it stores
+and each session row its ``next_seq`` (:mod:`~dshpy.storage.postgres_checksums`), checked
+on every read, so a row altered behind dshpy's back (a manual ``UPDATE``, a buggy tool, a
+partly restored backup) raises :class:`~dshpy.errors.CorruptSessionError` naming the
+session and seq, and rows lost from the end of a log are an error, not a shorter session.
+A damaged projection-cache row is only folded again.
 """
 
 from __future__ import annotations
@@ -33,13 +40,13 @@ from contextlib import AbstractContextManager
 from typing import Any
 from urllib.parse import urlencode
 
-import orjson
 import psycopg
 import psycopg_pool
 
 from dshpy.core.events import SessionEvent, encode_event
 from dshpy.core.ids import check_session_id
-from dshpy.core.json import dumps, loads
+from dshpy.core.json import dumps
+from dshpy.core.vocabulary import KNOWN_EVENT_TYPES
 from dshpy.errors import (
     ConflictError,
     CorruptSessionError,
@@ -54,10 +61,11 @@ from dshpy.storage.base import (
     SessionInfo,
     StoredRecord,
     column_text,
-    parse_stored_event,
     parse_stored_header,
 )
+from dshpy.storage.checksum import cache_row_crc, event_row_crc, session_row_crc
 from dshpy.storage.follow import StopSignal, check_follow_args
+from dshpy.storage.postgres_checksums import check_session_row, lost_rows, verified_cache_rows, verified_event
 from dshpy.storage.postgres_connect import (
     PostgresOptions,
     StorePool,
@@ -68,7 +76,7 @@ from dshpy.storage.postgres_connect import (
 from dshpy.storage.postgres_follow import notify_follow
 from dshpy.storage.postgres_lease import AdvisoryLease, holder_of, lease_key
 from dshpy.storage.postgres_schema import MIGRATIONS, prepare_schema
-from dshpy.storage.projection_cache import ProjectionRow, group_projection_rows
+from dshpy.storage.projection_cache import ProjectionRow
 from dshpy.storage.urls import StoreURL, parse_store_url
 
 __all__ = ["PostgresStore"]
@@ -83,39 +91,45 @@ class _Sql:
 
     def __init__(self, schema: str) -> None:
         s = quote_identifier(schema)
-        self.header = f"SELECT header FROM {s}.sessions WHERE id = %s"
-        self.base = f"SELECT base_id, base_count FROM {s}.sessions WHERE id = %s"
-        self.next_seq = (
-            f"SELECT COALESCE((SELECT max(seq) + 1 FROM {s}.events WHERE session_id = t.id), t.base_count) "
-            f"FROM {s}.sessions t WHERE t.id = %s"
-        )
-        self.events = f"SELECT seq, body FROM {s}.events WHERE session_id = %s AND seq >= %s ORDER BY seq LIMIT %s"
-        self.typed_events = (
-            f"SELECT seq, body FROM {s}.events WHERE session_id = %s AND seq >= %s AND seq < %s "
-            "AND type = ANY(%s) ORDER BY seq LIMIT %s"
-        )
-        self.insert_session = (
-            f"INSERT INTO {s}.sessions (id, header, created_at, cwd, parent_session, base_id, base_count) "
-            "VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (id) DO NOTHING"
-        )
-        self.insert_events = (
-            f"INSERT INTO {s}.events (session_id, seq, type, time, body) "
-            "SELECT %s, * FROM unnest(%b::bigint[], %b::text[], %b::bigint[], %b::text[])"
+        self.session = (
+            f"SELECT header, created_at, cwd, parent_session, base_id, base_count, crc FROM {s}.sessions WHERE id = %s"
         )
         # FOR NO KEY UPDATE serializes writers of one session (detaching a fork) without blocking
         # the FOR KEY SHARE locks that foreign-key checks take (forking it, appending to it).
-        self.lock = f"SELECT 1 FROM {s}.sessions WHERE id = %s FOR NO KEY UPDATE"
-        self.append = f"SELECT {s}.append_events(%s, %s, %b::bigint[], %b::text[], %b::bigint[], %b::text[], %s)"
+        self.locked_session = self.session + " FOR NO KEY UPDATE"
+        self.next_seq = (
+            f"SELECT COALESCE((SELECT max(seq) + 1 FROM {s}.events WHERE session_id = t.id), t.base_count), "
+            f"t.next_seq FROM {s}.sessions t WHERE t.id = %s"
+        )
+        self.recorded = f"SELECT next_seq FROM {s}.sessions WHERE id = %s"
+        self.events = f"SELECT seq, body, crc FROM {s}.events WHERE session_id = %s AND seq >= %s ORDER BY seq LIMIT %s"
+        # Rows whose type column names no known type are fetched too: a damaged column must not hide its row.
+        self.typed_events = (
+            f"SELECT seq, type, body, crc FROM {s}.events WHERE session_id = %s AND seq >= %s AND seq < %s "
+            "AND (type = ANY(%s) OR NOT type = ANY(%s)) ORDER BY seq LIMIT %s"
+        )
+        self.insert_session = (
+            f"INSERT INTO {s}.sessions (id, header, created_at, cwd, parent_session, base_id, base_count, next_seq, "
+            "crc) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (id) DO NOTHING"
+        )
+        self.insert_events = (
+            f"INSERT INTO {s}.events (session_id, seq, type, time, body, crc) "
+            "SELECT %s, * FROM unnest(%b::bigint[], %b::text[], %b::bigint[], %b::text[], %b::bigint[])"
+        )
+        self.append = (
+            f"SELECT {s}.append_events(%s, %s, %b::bigint[], %b::text[], %b::bigint[], %b::text[], %b::bigint[], %s)"
+        )
         self.remove = f"DELETE FROM {s}.sessions WHERE id = %s"
         self.ids = f'SELECT id FROM {s}.sessions ORDER BY id COLLATE "C"'
         self.children = f'SELECT id FROM {s}.sessions WHERE base_id = %s ORDER BY id COLLATE "C"'
-        self.detach = f"UPDATE {s}.sessions SET base_id = NULL, base_count = 0 WHERE id = %s"
+        self.detach = f"UPDATE {s}.sessions SET base_id = NULL, base_count = 0, crc = %s WHERE id = %s"
         self.last_turn_mark = (
             f"SELECT seq FROM {s}.events WHERE session_id = %s AND seq <= %s AND type = ANY(%s) "
             "ORDER BY seq DESC LIMIT 1"
         )
         self.infos = f"""
-            SELECT t.id, t.header, t.base_count, t.created_at, last.seq, last.time,
+            SELECT t.id, t.header, t.created_at, t.cwd, t.parent_session, t.base_id, t.base_count, t.crc,
+                   t.next_seq, last.seq, last.time,
                    (SELECT array_agg(c.id) FROM {s}.sessions c WHERE c.parent_session = t.id)
             FROM {s}.sessions t
             LEFT JOIN LATERAL (
@@ -123,31 +137,43 @@ class _Sql:
             ) last ON true"""
         self.schema_version = f"SELECT count(*) FROM {s}.schema_version"
         self.projection_rows = (
-            f"SELECT key, state_version, seq, state, identity FROM {s}.projection_cache WHERE session_id = %s"
+            f"SELECT session_id, key, state_version, seq, state, identity, crc FROM {s}.projection_cache "
+            "WHERE session_id = %s"
         )
         self.list_projection_rows = (
-            f"SELECT session_id, key, state_version, seq, state, identity FROM {s}.projection_cache WHERE key = ANY(%s)"
+            f"SELECT session_id, key, state_version, seq, state, identity, crc FROM {s}.projection_cache "
+            "WHERE key = ANY(%s)"
         )
         self.save_projection_rows = f"""
-            INSERT INTO {s}.projection_cache AS c (session_id, key, state_version, seq, state, identity)
-            SELECT %s, * FROM unnest(%b::text[], %b::integer[], %b::bigint[], %b::text[], %b::text[])
+            INSERT INTO {s}.projection_cache AS c (session_id, key, state_version, seq, state, identity, crc)
+            SELECT %s, * FROM unnest(%b::text[], %b::integer[], %b::bigint[], %b::text[], %b::text[], %b::bigint[])
             ON CONFLICT (session_id, key) DO UPDATE SET
                 state_version = excluded.state_version, seq = excluded.seq, state = excluded.state,
-                identity = excluded.identity"""
+                identity = excluded.identity, crc = excluded.crc"""
 
 
-def _columns(events: Sequence[SessionEvent]) -> tuple[list[int], list[str], list[int], list[str]]:
-    """The batch as four parallel arrays: one ``unnest`` insert instead of a statement per row.
+_Columns = tuple[list[int], list[str], list[int], list[str], list[int]]
+
+
+def _columns(session_id: str, events: Sequence[SessionEvent]) -> _Columns:
+    """The batch as five parallel arrays (seq, type, time, body, checksum): one ``unnest`` insert, not a
+    statement per row.
 
     They are sent in binary (``%b``): text arrays in text format would be escaped
     element by element in Python, which costs more than the insert itself.
     """
-    return (
-        [e.seq for e in events],
-        [column_text(e.type) for e in events],
-        [e.time for e in events],
-        [encode_event(e, seq_ranges=False).decode() for e in events],
-    )
+    seqs, kinds, times, bodies, crcs = [], [], [], [], []
+    for e in events:
+        body = encode_event(e, seq_ranges=False)
+        seqs.append(e.seq)
+        kinds.append(column_text(e.type))
+        times.append(e.time)
+        bodies.append(body.decode())
+        crcs.append(event_row_crc(session_id, e.seq, body))
+    return seqs, kinds, times, bodies, crcs
+
+
+_KNOWN_TYPES = sorted(KNOWN_EVENT_TYPES)
 
 
 class PostgresStore(BaseStore):
@@ -272,25 +298,21 @@ class PostgresStore(BaseStore):
 
     def _insert_events(self, conn: psycopg.Connection[Any], session_id: str, events: Sequence[SessionEvent]) -> None:
         for start in range(0, len(events), _INSERT_CHUNK):
-            conn.execute(self._sql.insert_events, (session_id, *_columns(events[start : start + _INSERT_CHUNK])))
+            chunk = events[start : start + _INSERT_CHUNK]
+            conn.execute(self._sql.insert_events, (session_id, *_columns(session_id, chunk)))
 
     def _insert(self, record: StoredRecord) -> None:
         header = record.header
         base_id, base_count = record.base if record.base is not None else (None, 0)
+        raw = dumps(header.to_record()).decode()
+        cwd = None if header.cwd is None else column_text(header.cwd)
+        columns = (header.id, raw, header.created_at, cwd, header.parent_session, base_id, base_count)
+        next_seq = base_count + len(record.events)
         with self._connection(f'create session "{header.id}"') as conn:
             try:
                 with conn.transaction():
                     created = conn.execute(
-                        self._sql.insert_session,
-                        (
-                            header.id,
-                            dumps(header.to_record()).decode(),
-                            header.created_at,
-                            None if header.cwd is None else column_text(header.cwd),
-                            header.parent_session,
-                            base_id,
-                            base_count,
-                        ),
+                        self._sql.insert_session, (*columns, next_seq, session_row_crc(*columns))
                     ).rowcount
                     if not created:
                         raise SessionExistsError(f'session "{header.id}" already exists')
@@ -298,49 +320,74 @@ class PostgresStore(BaseStore):
             except psycopg.errors.ForeignKeyViolation:
                 raise SessionNotFound(f'session "{base_id}" not found (deleted while forking)') from None
 
-    def _header_text(self, session_id: str) -> str:
-        rows = self._rows("read a session header", self._sql.header, (session_id,))
+    def _session_row(self, session_id: str) -> tuple[str, str | None, int]:
+        """The verified ``(header, base_id, base_count)`` of a session row."""
+        rows = self._rows("read a session", self._sql.session, (session_id,))
         if not rows:
             raise SessionNotFound(f'session "{session_id}" not found')
-        return str(rows[0][0])
+        raw, created_at, cwd, parent, base_id, base_count, crc = rows[0]
+        check_session_row(session_id, raw, created_at, cwd, parent, base_id, base_count, crc)
+        return str(raw), base_id, int(base_count)
 
     def _header(self, session_id: str) -> SessionHeader:
-        return parse_stored_header(session_id, self._header_text(session_id))
+        raw, _base_id, _base_count = self._session_row(session_id)
+        return parse_stored_header(session_id, raw)
 
     def _base(self, session_id: str) -> tuple[str, int] | None:
-        rows = self._rows("read a session", self._sql.base, (session_id,))
-        if not rows:
-            raise SessionNotFound(f'session "{session_id}" not found')
-        base_id, base_count = rows[0]
-        return None if base_id is None else (str(base_id), int(base_count))
+        _raw, base_id, base_count = self._session_row(session_id)
+        return None if base_id is None else (str(base_id), base_count)
 
     def _length(self, session_id: str) -> int:
+        """One past the last stored seq, which must be the ``next_seq`` the session row recorded."""
         rows = self._rows("read a session length", self._sql.next_seq, (session_id,))
+        if not rows:
+            raise SessionNotFound(f'session "{session_id}" not found')
+        stored, recorded = int(rows[0][0]), int(rows[0][1])
+        if stored != recorded:
+            raise CorruptSessionError(lost_rows(session_id, stored, recorded))
+        return stored
+
+    def _recorded(self, session_id: str) -> int:
+        rows = self._rows("read a session length", self._sql.recorded, (session_id,))
         if not rows:
             raise SessionNotFound(f'session "{session_id}" not found')
         return int(rows[0][0])
 
     def _own_events(self, session_id: str, from_seq: int) -> Iterator[SessionEvent]:
-        """Chunked reads; no connection is held while the caller consumes a chunk."""
+        """Chunked reads, each row checked; no connection is held while the caller consumes a chunk.
+
+        The log must end where its session row's ``next_seq`` says: rows committed while
+        we read are fine, fewer rows than recorded when we started (or more than recorded
+        at the end) are damage.
+        """
+        recorded = self._recorded(session_id)
         expected = from_seq
         while True:
             rows = self._rows("read events", self._sql.events, (session_id, expected, _READ_CHUNK))
-            for seq, body in rows:
+            for seq, body, crc in rows:
                 if seq != expected:
                     raise CorruptSessionError(
                         f'session "{session_id}" is missing event {expected} (next stored: {seq})'
                     )
-                yield parse_stored_event(session_id, seq, body)
+                yield verified_event(session_id, seq, body, crc)
                 expected += 1
             if len(rows) < _READ_CHUNK:
-                return
+                break
+        if expected == recorded:
+            return
+        now = self._recorded(session_id)
+        if expected < recorded or (expected > from_seq and expected > now):
+            raise CorruptSessionError(lost_rows(session_id, expected, now))
 
     def _append(self, session_id: str, expected_seq: int, events: Sequence[SessionEvent]) -> None:
-        """One statement: the server-side ``append_events`` locks, compares, inserts and notifies."""
-        params = (session_id, expected_seq, *_columns(events), self.channel)
+        """One statement: the server-side ``append_events`` locks, compares, moves ``next_seq``, inserts and
+        notifies; a log that lost rows is refused (``data_corrupted``) as :class:`CorruptSessionError`."""
+        params = (session_id, expected_seq, *_columns(session_id, events), self.channel)
         with self._connection(f'append to session "{session_id}"') as conn:
             try:
                 row = conn.execute(self._sql.append, params).fetchone()
+            except psycopg.errors.DataCorrupted as error:  # the log lost rows: never write past the gap
+                raise CorruptSessionError(error.diag.message_primary or str(error)) from None
             except psycopg.errors.UniqueViolation as error:
                 raise ConflictError(
                     f'session "{session_id}": seq already taken ({error.diag.constraint_name})',
@@ -374,15 +421,22 @@ class PostgresStore(BaseStore):
 
     def _rebase(self, session_id: str, prefix: Sequence[SessionEvent]) -> None:
         with self._connection(f'detach fork "{session_id}"') as conn, conn.transaction():
-            if conn.execute(self._sql.lock, (session_id,)).fetchone() is None:
+            row = conn.execute(self._sql.locked_session, (session_id,)).fetchone()
+            if row is None:
                 raise SessionNotFound(f'session "{session_id}" not found')
+            raw, created_at, cwd, parent, base_id, base_count, crc = row
+            check_session_row(session_id, raw, created_at, cwd, parent, base_id, base_count, crc)  # sign no damage
             self._insert_events(conn, session_id, prefix)
-            conn.execute(self._sql.detach, (session_id,))
+            detached = session_row_crc(session_id, raw, created_at, cwd, parent, None, 0)
+            conn.execute(self._sql.detach, (detached, session_id))
 
     def _turn_window(self, session_id: str, boundary: int) -> list[SessionEvent]:
         """Seek to the last turn boundary at or before ``boundary`` instead of reading the prefix."""
         start = self._last_turn_mark(session_id, boundary)
-        return list(itertools.takewhile(lambda e: e.seq <= boundary, self._read_chain(session_id, start)))
+        window = list(itertools.takewhile(lambda e: e.seq <= boundary, self._read_chain(session_id, start)))
+        if start > 0 and window and window[0].type not in _TURN_MARKS:  # the type column lied
+            raise CorruptSessionError(f'session "{session_id}" row {start} does not hold its indexed event')
+        return window
 
     def _last_turn_mark(self, session_id: str, at: int) -> int:
         rows = self._rows("find a turn boundary", self._sql.last_turn_mark, (session_id, at, _TURN_MARKS))
@@ -425,60 +479,83 @@ class PostgresStore(BaseStore):
     def _own_typed_events(
         self, session_id: str, types: tuple[str, ...], from_seq: int, until: int | None
     ) -> Iterator[SessionEvent]:
-        """Filtered in SQL (see :meth:`BaseStore.read_types`)."""
-        wanted = list(types)  # psycopg sends a list as an array
+        """Filtered in SQL (see :meth:`BaseStore.read_types`), every row returned checked against its checksum.
+
+        The type column is a copy of the checked body's type, for filtering. Rows whose
+        column names no type this build knows are fetched as well (ignorable records of
+        newer writers are rare): a column damaged into a misspelt type would otherwise hide
+        its event from this read, and no two known types are one byte apart.
+        """
+        wanted = [column_text(kind) for kind in types]  # as the type column holds them
+        self._length(session_id)  # rows lost from the end of the log are an error here too
         end = (1 << 63) - 1 if until is None else until
         chunk = 16  # small first: a caller after the first match pays for one short scan
         while from_seq < end:
-            rows = self._rows("read events", self._sql.typed_events, (session_id, from_seq, end, wanted, chunk))
-            for seq, body in rows:
-                event = parse_stored_event(session_id, seq, body)
-                if event.type not in types:
+            rows = self._rows(
+                "read events", self._sql.typed_events, (session_id, from_seq, end, wanted, _KNOWN_TYPES, chunk)
+            )
+            for seq, kind, body, crc in rows:
+                event = verified_event(session_id, seq, body, crc)
+                if column_text(event.type) != kind:
                     raise CorruptSessionError(f'session "{session_id}" row {seq} does not hold its indexed event')
-                yield event
+                if event.type in types:
+                    yield event
             if len(rows) < chunk:
                 return
             from_seq = int(rows[-1][0]) + 1
             chunk = min(chunk * 8, _READ_CHUNK)
 
     def _infos(self, where: str, params: Sequence[Any]) -> list[SessionInfo]:
-        return self._parse_infos(self._rows("list sessions", self._sql.infos + where, params))
+        return [self._info(row)[0] for row in self._rows("list sessions", self._sql.infos + where, params)]
 
-    def _parse_infos(self, rows: Sequence[tuple[Any, ...]]) -> list[SessionInfo]:
-        infos = []
-        for session_id, raw, base_count, created_at, last_seq, last_time, forks in rows:
-            header = parse_stored_header(session_id, raw)
-            next_seq = int(base_count) if last_seq is None else int(last_seq) + 1
-            updated_at = int(created_at) if last_time is None else max(int(created_at), int(last_time))
-            infos.append(SessionInfo(session_id, header, next_seq, updated_at, tuple(sorted(forks or ()))))
-        return infos
+    @staticmethod
+    def _info(values: Sequence[Any], *, lenient: bool = False) -> tuple[SessionInfo, bool]:
+        """A session's info from an ``infos`` row, and whether its rows are intact.
+
+        A damaged session row is always an error. Rows lost from the end of its log are an
+        error too, unless ``lenient`` (a listing with projections): then the flag is False
+        and the info reports the larger of the two counts, so the caller reads the log
+        (never an empty one), and that read names the damage for that session alone.
+        """
+        session_id, raw, created_at, cwd, parent, base_id, base_count, crc, recorded, last_seq, last_time, forks = (
+            values
+        )
+        check_session_row(session_id, raw, created_at, cwd, parent, base_id, base_count, crc)
+        header = parse_stored_header(session_id, raw)
+        next_seq = int(base_count) if last_seq is None else int(last_seq) + 1
+        intact = next_seq == recorded
+        if not intact:
+            if not lenient:
+                raise CorruptSessionError(lost_rows(session_id, next_seq, recorded))
+            next_seq = max(next_seq, int(recorded))
+        updated_at = int(created_at) if last_time is None else max(int(created_at), int(last_time))
+        return SessionInfo(session_id, header, next_seq, updated_at, tuple(sorted(forks or ()))), intact
 
     def _query_infos(self, session_id: str | None) -> list[SessionInfo]:
         return self._infos("", ()) if session_id is None else self._infos(" WHERE t.id = %s", (session_id,))
 
     # -- projection cache ---------------------------------------------------------------------
 
-    @staticmethod
-    def _projection_row(key: str, version: int, seq: int, state: str, identity: str) -> ProjectionRow | None:
-        try:
-            return ProjectionRow(str(key), int(version), int(seq), loads(state), str(identity))
-        except orjson.JSONDecodeError:
-            return None  # a damaged row is no row: the projection is folded from the log
-
     def _load_projection_rows(self, session_id: str) -> builtins.list[ProjectionRow]:
         raw = self._rows("read the projection cache", self._sql.projection_rows, (session_id,))
-        return [row for values in raw if (row := self._projection_row(*values)) is not None]
+        return list(verified_cache_rows(raw).get(session_id, {}).values())
 
     def _save_projection_rows(self, session_id: str, rows: Sequence[ProjectionRow]) -> None:
         if not rows:
             return
+        states = [dumps(row.state) for row in rows]
+        sid = session_id.encode()
         params = (
             session_id,
             [row.key for row in rows],
             [row.state_version for row in rows],
             [row.seq for row in rows],
-            [dumps(row.state).decode() for row in rows],
+            [state.decode() for state in states],
             [row.identity for row in rows],
+            [
+                cache_row_crc(sid, row.key.encode(), row.state_version, row.seq, state, row.identity.encode())
+                for row, state in zip(rows, states, strict=True)
+            ],
         )
         with self._connection(f'write the projection cache of "{session_id}"') as conn:
             try:
@@ -488,16 +565,26 @@ class PostgresStore(BaseStore):
 
     def _list_projection_rows(self, keys: Sequence[str]) -> dict[str, dict[str, ProjectionRow]]:
         raw = self._rows("read the projection cache", self._sql.list_projection_rows, (list(dict.fromkeys(keys)),))
-        return group_projection_rows(raw)
+        return verified_cache_rows(raw)
 
     def _infos_and_projection_rows(
         self, keys: Sequence[str]
     ) -> tuple[builtins.list[SessionInfo], dict[str, dict[str, ProjectionRow]]]:
-        """Sessions and their cache rows from one REPEATABLE READ snapshot (two statements, one transaction)."""
+        """Sessions and their cache rows from one REPEATABLE READ snapshot (two statements, one transaction).
+
+        A session whose log lost rows is listed without cache rows, so the caller folds its
+        log, and that read reports the damage for that session alone.
+        """
         with self._connection("list sessions") as conn, conn.transaction():
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             info_rows = conn.execute(self._sql.infos, ()).fetchall()
             cache_rows = conn.execute(self._sql.list_projection_rows, (list(dict.fromkeys(keys)),)).fetchall()
-        infos = self._parse_infos(info_rows)
+        found = verified_cache_rows(cache_rows)
+        infos = []
+        for values in info_rows:
+            info, intact = self._info(values, lenient=True)
+            infos.append(info)
+            if not intact:
+                found.pop(info.id, None)
         infos.sort(key=lambda info: (info.updated_at, info.id), reverse=True)
-        return infos, group_projection_rows(cache_rows)
+        return infos, found

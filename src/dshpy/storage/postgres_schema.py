@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import threading
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import psycopg
 
 from dshpy.errors import CorruptSessionError, FormatVersionError, StoreError
+from dshpy.storage.postgres_checksums import backfill_checksums
 from dshpy.storage.postgres_connect import quote_identifier
 
 __all__ = ["ADVISORY_LOCK_CLASS", "MIGRATIONS", "SchemaMigration", "describe_schema", "prepare_schema"]
@@ -34,11 +36,18 @@ ADVISORY_LOCK_CLASS = 0x44534850
 
 @dataclass(frozen=True, slots=True)
 class SchemaMigration:
-    """One step n-1 → n: statements with ``{schema}`` standing for the quoted schema name."""
+    """One step n-1 → n: statements with ``{schema}`` standing for the quoted schema name.
+
+    A step that must compute values for rows already stored (what SQL cannot, such as
+    checksums defined in Python) names a ``backfill``, run after ``statements`` and
+    before ``finish`` in the same transaction, with the connection and the quoted schema.
+    """
 
     version: int
     description: str
     statements: tuple[str, ...]
+    backfill: Callable[[psycopg.Connection[Any], str], None] | None = None
+    finish: tuple[str, ...] = ()
 
 
 BOOTSTRAP = """CREATE TABLE {schema}.schema_version (
@@ -82,6 +91,54 @@ session. The primary key on (session_id, seq) refuses an interleaved seq even if
 lock were bypassed. Running it server-side saves the four round trips (BEGIN, lock,
 insert, COMMIT) a client-driven transaction costs on every flush."""
 
+APPEND_FUNCTION_V3 = """CREATE FUNCTION {schema}.append_events(
+    p_session text, p_expected bigint, p_seqs bigint[], p_types text[], p_times bigint[], p_bodies text[],
+    p_crcs bigint[], p_channel text
+) RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+    inherited bigint;
+    recorded bigint;
+    stored bigint;
+BEGIN
+    UPDATE {schema}.sessions SET next_seq = p_expected + cardinality(p_seqs)
+     WHERE id = p_session AND next_seq = p_expected
+    RETURNING base_count INTO inherited;
+    IF NOT FOUND THEN
+        SELECT t.next_seq, COALESCE((SELECT max(seq) + 1 FROM {schema}.events WHERE session_id = t.id), t.base_count)
+          INTO recorded, stored FROM {schema}.sessions t WHERE t.id = p_session;
+        IF NOT FOUND THEN
+            RETURN NULL;
+        END IF;
+    ELSE
+        recorded := p_expected;
+        stored := COALESCE((SELECT max(seq) + 1 FROM {schema}.events WHERE session_id = p_session), inherited);
+    END IF;
+    IF stored <> recorded THEN
+        RAISE EXCEPTION USING ERRCODE = 'data_corrupted', MESSAGE = format(
+            'session "%s" is damaged: its log holds events up to seq %s but recorded %s events '
+            '(rows were lost, or the session row is damaged)', p_session, stored - 1, recorded);
+    END IF;
+    IF stored <> p_expected THEN
+        RETURN stored;
+    END IF;
+    INSERT INTO {schema}.events (session_id, seq, type, time, body, crc)
+    SELECT p_session, r.seq, r.type, r.time, r.body, r.crc
+      FROM unnest(p_seqs, p_types, p_times, p_bodies, p_crcs) AS r(seq, type, time, body, crc);
+    PERFORM pg_notify(p_channel, p_session || ' ' || (p_expected + cardinality(p_seqs)));
+    RETURN stored;
+END
+$$"""
+"""The conditional append since schema v3: as :data:`APPEND_FUNCTION`, with each row's checksum, and
+the session row's ``next_seq`` as the condition.
+
+One ``UPDATE`` both takes the session row's lock (``FOR NO KEY UPDATE``, as before) and
+moves ``next_seq`` on, if it still equals ``p_expected``: a writer that waited for
+another re-checks the newest committed row (READ COMMITTED), finds it moved, updates
+nothing and gets the stored next seq back (a conflict). The log itself must end where
+``next_seq`` says, read in one snapshot: otherwise rows were lost (or the session row is
+damaged) and the append is refused with ``data_corrupted`` rather than writing past a
+gap. On success the session row is written once, as the lock alone wrote it before."""
+
 MIGRATIONS: tuple[SchemaMigration, ...] = (
     SchemaMigration(
         1,
@@ -124,6 +181,24 @@ MIGRATIONS: tuple[SchemaMigration, ...] = (
             )""",
         ),
     ),
+    SchemaMigration(
+        3,
+        "row checksums and each session's next seq",
+        (
+            "ALTER TABLE {schema}.sessions ADD COLUMN next_seq bigint NOT NULL DEFAULT 0 CHECK (next_seq >= 0), "
+            "ADD COLUMN crc bigint NOT NULL DEFAULT 0",
+            "ALTER TABLE {schema}.events ADD COLUMN crc bigint NOT NULL DEFAULT 0",
+            "ALTER TABLE {schema}.projection_cache ADD COLUMN crc bigint NOT NULL DEFAULT 0",
+            "DROP FUNCTION {schema}.append_events(text, bigint, bigint[], text[], bigint[], text[], text)",
+            APPEND_FUNCTION_V3,
+        ),
+        backfill=backfill_checksums,
+        finish=(  # from now on a row written without its checksum (an older dshpy still running) is refused
+            "ALTER TABLE {schema}.sessions ALTER COLUMN next_seq DROP DEFAULT, ALTER COLUMN crc DROP DEFAULT",
+            "ALTER TABLE {schema}.events ALTER COLUMN crc DROP DEFAULT",
+            "ALTER TABLE {schema}.projection_cache ALTER COLUMN crc DROP DEFAULT",
+        ),
+    ),
 )
 """Position + 1 is the version a schema has after applying the step; never edit a released step."""
 
@@ -160,7 +235,7 @@ _reference_lock = threading.Lock()
 
 def _statements(version: int, schema: str) -> list[str]:
     quoted = quote_identifier(schema) if schema != "pg_temp" else "pg_temp"
-    steps = [BOOTSTRAP, *(s for m in MIGRATIONS[:version] for s in m.statements)]
+    steps = [BOOTSTRAP, *(s for m in MIGRATIONS[:version] for s in (*m.statements, *m.finish))]
     return [statement.format(schema=quoted) for statement in steps]
 
 
@@ -263,6 +338,10 @@ def prepare_schema(conn: psycopg.Connection[Any], schema: str) -> tuple[int, ...
         applied: list[int] = []
         for migration in MIGRATIONS[version:]:
             for statement in migration.statements:
+                conn.execute(statement.format(schema=quoted))
+            if migration.backfill is not None:
+                migration.backfill(conn, quoted)
+            for statement in migration.finish:
                 conn.execute(statement.format(schema=quoted))
             conn.execute(
                 f"INSERT INTO {quoted}.schema_version (version, description) VALUES (%s, %s)",

@@ -288,3 +288,17 @@ def test_a_type_column_that_disagrees_with_its_event_is_detected(tmp_path):
     with pytest.raises(dshpy.CorruptSessionError, match=f"row {start} does not hold its indexed event"):
         list(store.read_types(session.id, ["turn/start", "turn/end"]))
     store.close()
+
+
+def test_a_type_column_damaged_into_an_unknown_type_cannot_hide_its_event(tmp_path):
+    """One flipped byte turns ``turn/start`` into ``turn/stars``: a filtered read must not just skip the row."""
+    store = SqliteStore(tmp_path / "s.db")
+    session = store.create(cwd="/w")
+    TurnScript(session).turn(steps=1)
+    session.flush()
+    session.close()
+    start = next(e.seq for e in store.read(session.id) if e.type == "turn/start")
+    store._db.execute("UPDATE events SET type = 'turn/stars' WHERE session_id = ? AND seq = ?", (session.id, start))
+    with pytest.raises(dshpy.CorruptSessionError, match=f"row {start} does not hold its indexed event"):
+        list(store.read_types(session.id, ["turn/start"]))
+    store.close()

@@ -45,6 +45,7 @@ import orjson
 
 from dshpy.core.events import SessionEvent, encode_event
 from dshpy.core.json import MAX_SAFE_INTEGER, dumps, loads
+from dshpy.core.vocabulary import KNOWN_EVENT_TYPES
 from dshpy.errors import (
     ConflictError,
     CorruptSessionError,
@@ -158,6 +159,19 @@ _CACHE_COLUMNS = "CAST(key AS BLOB), state_version, seq, CAST(state AS BLOB), CA
 
 _READ_CHUNK = 4096
 
+_NONE = type(None)
+_SESSION_TYPES = ((str,), (int,), (str, _NONE), (str, _NONE), (str, _NONE), (int,), (int,))
+"""Python types of the :data:`_SESSION_COLUMNS` values: a STRICT table is only checked as it is written, so a
+damaged record header can hand back any storage class (a text column read as an integer)."""
+_INFO_TYPES = ((str,), *_SESSION_TYPES, (int,), (int, _NONE), (int, _NONE), (str, _NONE))
+_CACHE_TYPES = ((bytes,), (int,), (int,), (bytes,), (bytes,), (int,))
+
+
+def _typed(values: Sequence[object], kinds: Sequence[tuple[type, ...]]) -> bool:
+    """Whether each value is of one of its column's types (see :data:`_SESSION_TYPES`)."""
+    return all(type(value) in allowed for value, allowed in zip(values, kinds, strict=True))
+_KNOWN_TYPES = tuple(sorted(KNOWN_EVENT_TYPES))
+
 EventRow = tuple[str, int, str, int, bytes, int]
 
 
@@ -190,6 +204,8 @@ def _cache_row(
 ) -> ProjectionRow | None:
     """A verified cache row (its text columns fetched as blobs), or ``None`` for a damaged one: the projection is
     then folded from the log."""
+    if not _typed((key, version, seq, state, identity, crc), _CACHE_TYPES):
+        return None
     if cache_row_crc(session_id, key, version, seq, state, identity) != crc:
         return None
     try:
@@ -404,7 +420,9 @@ class SqliteStore(BaseStore):
         if row is None:
             raise SessionNotFound(f'session "{session_id}" not found')
         raw, created_at, cwd, parent, base_id, base_count, crc = row
-        if session_row_crc(session_id, raw, created_at, cwd, parent, base_id, base_count) != crc:
+        if not _typed(row, _SESSION_TYPES) or session_row_crc(
+            session_id, raw, created_at, cwd, parent, base_id, base_count
+        ) != crc:
             raise CorruptSessionError(f'stored header of session "{session_id}" is damaged (checksum mismatch)')
         return raw, base_id, base_count
 
@@ -564,23 +582,32 @@ class SqliteStore(BaseStore):
     def _own_typed_events(
         self, session_id: str, types: tuple[str, ...], from_seq: int, until: int | None
     ) -> Iterator[SessionEvent]:
-        """Filtered in SQL (see :meth:`BaseStore.read_types`)."""
+        """Filtered in SQL (see :meth:`BaseStore.read_types`), every row returned checked against its checksum.
+
+        The type column is a copy of the checked body's type, for filtering. Rows whose
+        column names no type this build knows are fetched as well (and skipped once
+        checked): a column damaged into a misspelt type would otherwise hide its event
+        from this read, and no two known types are one byte apart.
+        """
         marks = ", ".join("?" * len(types))
         columns = [column_text(kind) for kind in types]  # as the type column holds them
+        known_marks = ", ".join("?" * len(_KNOWN_TYPES))
+        end = MAX_SAFE_INTEGER if until is None else until
         chunk = 16  # small first: a caller looking for the first match stops early and pays for one short scan
         doing = f'reading session "{session_id}"'
         while until is None or from_seq < until:
             with self._lock, SqliteErrors(self.path, doing):
                 rows = self._db.execute(
                     f"SELECT seq, type, body, crc FROM events WHERE session_id = ? AND seq >= ? AND seq < ? "
-                    f"AND type IN ({marks}) ORDER BY seq LIMIT ?",
-                    (session_id, from_seq, MAX_SAFE_INTEGER if until is None else until, *columns, chunk),
+                    f"AND (type IN ({marks}) OR type NOT IN ({known_marks})) ORDER BY seq LIMIT ?",
+                    (session_id, from_seq, end, *columns, *_KNOWN_TYPES, chunk),
                 ).fetchall()
             for seq, kind, body, crc in rows:
                 event = _verified_event(session_id, seq, body, crc)
                 if column_text(event.type) != kind:
                     raise CorruptSessionError(f'session "{session_id}" row {seq} does not hold its indexed event')
-                yield event
+                if event.type in types:
+                    yield event
             if len(rows) < chunk:
                 return
             from_seq = rows[-1][0] + 1
@@ -606,7 +633,9 @@ class SqliteStore(BaseStore):
         session_id, raw, created_at, cwd, parent, base_id, base_count, crc, recorded, last_seq, last_time, forks = (
             values[:12]
         )
-        if session_row_crc(session_id, raw, created_at, cwd, parent, base_id, base_count) != crc:
+        if not _typed(values[:12], _INFO_TYPES) or session_row_crc(
+            session_id, raw, created_at, cwd, parent, base_id, base_count
+        ) != crc:
             raise CorruptSessionError(f'stored header of session "{session_id}" is damaged (checksum mismatch)')
         header = parse_stored_header(session_id, raw)
         next_seq = base_count if last_seq is None else last_seq + 1
@@ -752,6 +781,8 @@ class SqliteStore(BaseStore):
 
 def _verified_event(session_id: str, seq: int, body: bytes, crc: int) -> SessionEvent:
     """The event a row holds, once its checksum proves the row is as written."""
+    if type(seq) is not int or type(body) is not bytes or type(crc) is not int:  # a damaged record header
+        raise CorruptSessionError(f'session "{session_id}" event {seq!r} is damaged (a column of the wrong type)')
     if event_row_crc(session_id, seq, body) != crc:
         raise CorruptSessionError(f'session "{session_id}" event {seq} is damaged (checksum mismatch)')
     return parse_stored_event(session_id, seq, body)

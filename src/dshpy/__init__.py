@@ -55,13 +55,12 @@ from dshpy.storage import BaseStore, MemoryStore, SessionInfo, SessionStore, ope
 __version__ = "0.1.0.dev0"
 
 __all__ = [
-    "AsyncHarnessClient",
-    "HarnessClient",
     "DEFAULT_CHAIN",
     "EVENT_DATA_SHAPES",
     "FORMAT_VERSION",
     "KNOWN_EVENT_TYPES",
     "SURFACE_EVENT_TYPES",
+    "AsyncHarnessClient",
     "BaseStore",
     "CachedState",
     "ConflictError",
@@ -73,6 +72,7 @@ __all__ = [
     "FormatVersionError",
     "FrozenDict",
     "FrozenList",
+    "HarnessClient",
     "InvalidSessionIdError",
     "InvariantError",
     "Lifecycle",

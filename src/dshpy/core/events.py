@@ -31,15 +31,15 @@ from dshpy.errors import EventError, SurfaceError
 
 __all__ = [
     "ENVELOPE_KEYS",
-    "assemble_event",
     "SessionEvent",
     "SurfaceOp",
     "SurfaceReplace",
+    "assemble_event",
+    "checked_event",
     "decode_event",
     "decode_seq_ranges",
     "encode_event",
     "encode_seq_ranges",
-    "checked_event",
     "event_from_parts",
     "is_seq",
     "parse_surface_op",

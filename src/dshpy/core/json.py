@@ -42,8 +42,8 @@ __all__ = [
     "freeze_json",
     "is_sealed",
     "joined_text",
-    "seal_parsed",
     "loads",
+    "seal_parsed",
     "thaw",
 ]
 

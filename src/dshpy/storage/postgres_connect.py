@@ -36,8 +36,8 @@ except ImportError as missing:  # pragma: no cover - exercised only without the 
 
 __all__ = [
     "DEFAULT_SCHEMA",
-    "PostgresOptions",
     "IDLE_CHECK_S",
+    "PostgresOptions",
     "StorePool",
     "connect",
     "quote_identifier",

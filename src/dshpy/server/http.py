@@ -105,6 +105,13 @@ class HttpServer:
         self._server: uvicorn.Server | None = None
 
     async def start(self) -> None:
+        """Bind and start accepting, without waiting for shutdown (``serve()`` is start, wait, stop).
+
+        Afterwards :attr:`port` is the real port, also when 0 asked the kernel for a free
+        one. Raises the soft open-file limit when the connection cap needs more
+        descriptors (a warning if it cannot), and ``OSError`` when the address cannot be
+        bound.
+        """
         uvicorn_log = logging.getLogger("uvicorn.error")
         if uvicorn_log.level == logging.NOTSET:  # one warning per malformed request would let anyone flood stderr
             uvicorn_log.setLevel(logging.INFO if log.isEnabledFor(logging.INFO) else logging.ERROR)
@@ -149,6 +156,10 @@ class HttpServer:
             await self.stop()
 
     async def stop(self) -> None:
+        """End every event stream, stop uvicorn (waiting a few seconds for requests in progress) and close the runtime.
+
+        Safe to call twice, and before :meth:`start` succeeded.
+        """
         server, self._server = self._server, None
         if server is not None:
             for peer in list(self.streams.values()):

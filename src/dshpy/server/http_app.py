@@ -44,6 +44,14 @@ CREATING_METHODS = frozenset({"session.create", "session.fork"})  # their result
 
 @dataclass(frozen=True, slots=True)
 class AppOptions:
+    """What :func:`build_app` enforces besides the guard.
+
+    ``max_request_bytes`` bounds a ``POST /rpc`` body (``413`` before it is read);
+    ``allow_shutdown`` lets ``shutdown`` through over HTTP (refused with -32601 by
+    default, since any token holder could otherwise stop a shared server);
+    ``max_streams`` bounds the open ``GET /events`` streams (``503`` beyond).
+    """
+
     max_request_bytes: int
     allow_shutdown: bool = False
     max_streams: int = 64
@@ -59,6 +67,12 @@ class SsePeer:
         self.overflowed = False
 
     def send(self, frame: bytes) -> None:
+        """Queue one notification frame; never blocks the event loop that publishes it.
+
+        A reader more than ``SSE_QUEUE_LIMIT`` frames behind is cut off: its stream ends
+        and later frames are dropped, so one stalled client cannot grow the server's
+        memory without bound; it can reconnect and catch up with ``session.events``.
+        """
         if self.overflowed:
             return
         if self.queue.qsize() >= SSE_QUEUE_LIMIT:  # a reader this slow is dropped, not buffered forever

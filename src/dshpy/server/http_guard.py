@@ -36,6 +36,11 @@ class InsecureBindError(ValueError):
 
 
 def is_loopback(host: str) -> bool:
+    """Whether ``host`` only accepts local connections: ``localhost`` or a loopback IP (``[::1]`` too).
+
+    Decides whether the server may run without a token; a name that is not an IP
+    (other than ``localhost``) is not trusted to resolve to loopback.
+    """
     if host == "localhost":
         return True
     try:
@@ -61,6 +66,8 @@ def _own_origins(host: str, port: int) -> set[str]:
 
 @dataclass(frozen=True, slots=True)
 class Refusal:
+    """Why the guard stopped a request: the HTTP ``status`` (401 or 403) and the ``message`` sent as ``{"error"}``."""
+
     status: int
     message: str
 
@@ -84,6 +91,12 @@ class RequestGuard:
         self._origins = frozenset(_own_origins(self._host, port)) | self._extra_origins
 
     def check(self, headers: Mapping[str, str]) -> Refusal | None:
+        """``None`` if the request may be routed, else the :class:`Refusal` to answer it with.
+
+        The token is checked first, so a client without it learns nothing about the
+        Host and Origin rules; the Host check applies only without a token (a token
+        already defeats DNS rebinding).
+        """
         if not self._authorized(headers.get("authorization", "")):
             return Refusal(401, "missing or wrong bearer token")
         if self._token is None and not self._host_allowed(headers.get("host", "")):

@@ -40,6 +40,11 @@ class ServerLimits:
 
 
 def limit_error(message: str, limit: str, maximum: int, session_id: str | None = None) -> RpcError:
+    """The -32007 error for a reached limit: ``data`` names the ``limit``, its ``max`` and the session, if any.
+
+    Clients branch on ``data.limit`` (``"liveSessions"``, ``"queuedPrompts"``,
+    ``"queuedBytes"``, ``"inFlightRequests"``), so the message is free to change.
+    """
     data: dict[str, object] = {"limit": limit, "max": maximum}
     if session_id is not None:
         data["sessionId"] = session_id

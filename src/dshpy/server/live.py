@@ -46,6 +46,13 @@ class Queued:
 
 @dataclass(slots=True)
 class Live:
+    """One session the runtime holds open for writing, and everything that lives only in memory beside it.
+
+    ``agent`` is created at the first prompt; ``worker`` is the task running its
+    queued turns; ``failure`` is the last turn's error, reported by ``session/wait``;
+    ``unsubscribe`` stops publishing its appends when it is closed.
+    """
+
     session: Session
     cwd: str
     agent: Agent | None = None
@@ -58,10 +65,12 @@ class Live:
 
     @property
     def running(self) -> bool:
+        """A turn is running (the worker task has not finished)."""
         return self.worker is not None and not self.worker.done()
 
     @property
     def busy(self) -> bool:
+        """Closing it now would lose something: a running turn, queued prompts, or a notice only its agent holds."""
         return self.running or bool(self.queue) or self.notice_pending
 
 
@@ -96,6 +105,10 @@ class LiveSessions:
         return live
 
     def touch(self, live: Live) -> None:
+        """Mark ``live`` as just used: it moves to the back of the eviction order and its idle clock restarts.
+
+        A no-op for a session no longer registered (closed meanwhile).
+        """
         sid = live.session.id
         if sid in self._live:
             self._live.move_to_end(sid)
@@ -106,6 +119,10 @@ class LiveSessions:
         return session_id in self._closed
 
     def closed_failure(self, session_id: str) -> BaseException | None:
+        """The last turn's failure of a session closed for room or idleness (``None``: it succeeded, or is unknown).
+
+        Lets ``session/wait`` report a failed turn even though its session was closed since.
+        """
         return self._closed.get(session_id)
 
     # -- opening and closing --------------------------------------------------------
@@ -139,6 +156,7 @@ class LiveSessions:
             self._opening -= 1
 
     def add(self, live: Live) -> None:
+        """Register a session opened inside :meth:`slot`; it inherits the failure remembered from before it closed."""
         sid = live.session.id
         self._live[sid] = live
         self._used[sid] = self._clock()
@@ -154,6 +172,11 @@ class LiveSessions:
             self._used.pop(sid, None)
 
     def forget(self, session_id: str) -> None:
+        """Drop what is remembered about a closed session (it was deleted).
+
+        Otherwise a new session created under the same id would inherit the old one's
+        failure and be reopened without dsh's resume marker.
+        """
         self._closed.pop(session_id, None)
 
     def evict(self, live: Live) -> None:
@@ -205,6 +228,7 @@ class LiveSessions:
             )
 
     def pop(self, live: Live) -> Queued:
+        """Take the next prompt off ``live``'s queue, releasing its bytes from the server-wide total."""
         item = live.queue.popleft()
         self.queued_bytes -= item.size
         return item

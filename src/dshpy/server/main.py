@@ -25,6 +25,14 @@ __all__ = ["ServeOptions", "main", "run_server"]
 
 @dataclass(frozen=True, slots=True)
 class ServeOptions:
+    """Everything ``dshpy serve`` and ``dshpy-runtime`` configure, with the command line's defaults.
+
+    ``None`` means "not given": the profile's value is used, else the built-in
+    default (``store_url``: the profile's store, else the default store under
+    ``$DSHPY_HOME``). ``http`` chooses HTTP on ``host``:``port``; otherwise the server
+    speaks stdio and the HTTP-only fields are ignored.
+    """
+
     store_url: str | None = None
     profile: str = "sdk"
     limits: ServerLimits = field(default_factory=ServerLimits)

@@ -390,6 +390,13 @@ class Runtime:
     # -- dsh's methods ------------------------------------------------------------
 
     async def initialize(self, p: Params, _peer: Peer | None) -> Any:
+        """dsh's ``initialize``: adopt the client's ``cwd``, ``model``, ``reasoningEffort`` and ``maxTokens``.
+
+        The settings apply to agents created from now on. A model change replaces the
+        model client and drops every agent (each is rebuilt at its session's next
+        prompt) only when no turn is running; while one runs, the client in use is
+        kept. An unknown ``provider`` is -32602. Answers ``serverInfo`` (name, version).
+        """
         cwd = p.string("cwd", required=False)
         provider = p.string("provider", required=False)
         model = p.string("model", required=False, max_length=200)
@@ -418,6 +425,12 @@ class Runtime:
         return {"serverInfo": {"name": SERVER_NAME, "version": __version__}}
 
     async def prompt(self, p: Params, _peer: Peer | None) -> Any:
+        """dsh's ``session/prompt``: queue ``contentBlocks`` as a user message; answer at once with its ``messageId``.
+
+        The session is created if it does not exist. The turn runs in the background
+        after those already queued; ``session/wait`` waits for it. Over a queue limit
+        the answer is -32007 and nothing is queued (nor created).
+        """
         session_id = p.session_id()
         blocks = p.content_blocks()
         size = _text_size(blocks)
@@ -428,10 +441,17 @@ class Runtime:
         return {"messageId": message["id"]}
 
     async def resume(self, p: Params, _peer: Peer | None) -> Any:
+        """dsh's ``session/resume``: hold a stored session live, repairing an interrupted tail; -32001 if absent."""
         await self._open(p.session_id(), create=False)
         return {}
 
     async def wait(self, p: Params, _peer: Peer | None) -> Any:
+        """dsh's ``session/wait``: return once the session's queued turns have all run.
+
+        ``{}`` if the last turn succeeded, -32603 naming its error if it failed (also
+        when the session was closed for room since); -32001 for a session this server
+        never held.
+        """
         session_id = p.session_id()
         live = self.live.get(session_id)
         if live is None:
@@ -447,12 +467,23 @@ class Runtime:
         return {}
 
     async def get_cwd(self, p: Params, _peer: Peer | None) -> Any:
+        """dsh's ``session/working-directory/get``: the session's working directory.
+
+        If that directory no longer exists, it falls back to the one the session was
+        created in (or the server's), so a client is never handed a path it cannot use.
+        """
         live = await self._open(p.session_id(), create=True)
         if not os.path.isdir(live.cwd):  # recover a vanished directory to the session's origin
             live.cwd = live.session.header.cwd or self.settings.cwd
         return {"cwd": live.cwd}
 
     async def set_cwd(self, p: Params, _peer: Peer | None) -> Any:
+        """dsh's ``session/working-directory/set``: change the session's working directory.
+
+        ``path`` is resolved against the current one (``~`` expanded) and must be an
+        existing directory (-32602 naming ``path`` otherwise). A real change is logged as
+        ``working-directory/change`` and announced to the model at the next turn.
+        """
         session_id = p.session_id()
         path = p.string("path", max_length=4096)
         live = await self._open(session_id, create=True)
@@ -471,12 +502,17 @@ class Runtime:
         return {"cwd": target}
 
     async def shutdown(self, _p: Params, _peer: Peer | None) -> Any:
+        """``shutdown``: close the runtime (cancelling running turns) and answer ``{}``; the transport then stops."""
         await self.close()
         return {}
 
     # -- dshpy's methods ----------------------------------------------------------
 
     async def create(self, p: Params, _peer: Peer | None) -> Any:
+        """``session.create``: a new session (``sessionId`` optional, else generated; ``cwd`` optional), held live.
+
+        -32002 if the id is taken. Answers the session's info (``id``, ``createdAt``, ``cwd``, …).
+        """
         session_id = p.session_id(required=False)
         cwd = p.string("cwd", required=False, max_length=4096)
         where = os.path.abspath(cwd) if cwd else self.settings.cwd
@@ -490,6 +526,7 @@ class Runtime:
             return self._info(self._adopt(session, start).session)
 
     async def list(self, _p: Params, _peer: Peer | None) -> Any:
+        """``session.list``: every session in the store, held live by this server or not."""
         infos = await asyncio.to_thread(self.store.list)
         return {"sessions": [info.to_dict() for info in infos]}
 
@@ -512,6 +549,11 @@ class Runtime:
             session.close()
 
     async def get(self, p: Params, _peer: Peer | None) -> Any:
+        """``session.get``: header, event and message counts, ``running``, ``openTurn`` and the projection snapshot.
+
+        ``projections: false`` skips the snapshot, the part whose cost grows with the
+        log. A session this server does not hold is read without opening it for writing.
+        """
         session_id = p.session_id()
         projections = p.boolean("projections", default=True)
         live = self.live.get(session_id)
@@ -525,6 +567,12 @@ class Runtime:
         return result
 
     async def send(self, p: Params, _peer: Peer | None) -> Any:
+        """``session.send``: run one turn and answer when it has ended, with its text, finish reason and usage.
+
+        Waits behind prompts already queued on the session. The session is created
+        unless ``create`` is false. ``events: false`` leaves the turn's events out of the
+        answer, for clients that already read them from the notification stream.
+        """
         session_id = p.session_id()
         text = p.string("text", empty=True)
         with_events = p.boolean("events", default=True)
@@ -550,6 +598,12 @@ class Runtime:
         return answer
 
     async def events(self, p: Params, _peer: Peer | None) -> Any:
+        """``session.events``: one page of stored events from ``fromSeq``, optionally only those of ``types``.
+
+        ``limit`` defaults to 1000 (at most 10,000); page on with ``nextSeq`` while
+        ``more`` is true. A live session's page is read from a snapshot: events appended
+        meanwhile arrive on the next page, never half of them.
+        """
         session_id = p.session_id()
         from_seq = p.integer("fromSeq") or 0
         limit = p.integer("limit", minimum=1, maximum=MAX_EVENTS_PAGE) or 1000
@@ -562,6 +616,13 @@ class Runtime:
         return await asyncio.to_thread(lambda: _page(self.store.read(session_id, from_seq), from_seq, limit, wanted))
 
     async def fork(self, p: Params, _peer: Peer | None) -> Any:
+        """``session.fork``: a new child session with the parent's events up to ``boundary`` (default: all), held live.
+
+        The parent's pending writes are flushed first, so the fork sees every event it
+        has appended. Refusals are -32003 with the fork error's ``code``;
+        ``closeOpenTurn`` lets a fork inside an open turn close it in the child. Publishes
+        ``subagent.started`` to the subscribers of the parent and the child.
+        """
         session_id = p.session_id()
         boundary = p.integer("boundary")
         child_id = p.session_id("childSessionId", required=False)
@@ -582,6 +643,11 @@ class Runtime:
         return self._info(live.session)
 
     async def cancel(self, p: Params, _peer: Peer | None) -> Any:
+        """``session.cancel``: cancel the running turn and drop the queued prompts.
+
+        Answers ``{"cancelled", "dropped"}``; the dropped prompts' ``session.send`` calls
+        get -32002. A session this server does not hold has nothing to cancel.
+        """
         session_id = p.session_id()
         live = self.live.get(session_id)
         if live is None:
@@ -591,6 +657,11 @@ class Runtime:
         return {"cancelled": cancelled, "dropped": dropped}
 
     async def delete(self, p: Params, _peer: Peer | None) -> Any:
+        """``session.delete``: remove the session from the store.
+
+        Refused with -32002 while a turn runs (cancel it first). A session whose history
+        forks share is refused unless ``detachForks`` copies that history into them.
+        """
         session_id = p.session_id()
         detach = p.boolean("detachForks")
         while (pending := self._opening.get(session_id)) is not None:
@@ -606,6 +677,12 @@ class Runtime:
         return {}
 
     async def subscribe(self, p: Params, peer: Peer | None) -> Any:
+        """``session.subscribe``: receive the notifications of ``sessionId`` (or, without it, of every session).
+
+        Acts on the calling connection: over stdio that is the connection itself; over
+        HTTP the request must name its event stream with ``X-Dshpy-Stream`` (-32602
+        otherwise). Answers the subscription now in force.
+        """
         session_id = p.session_id(required=False)
         if peer is None:
             raise RpcError(INVALID_PARAMS, "no notification stream to subscribe (open GET /events first)", {})
@@ -613,6 +690,10 @@ class Runtime:
         return peer.subscription.to_json()
 
     async def unsubscribe(self, p: Params, peer: Peer | None) -> Any:
+        """``session.unsubscribe``: stop the notifications of ``sessionId`` (or, without it, of all sessions).
+
+        Same connection rules as :meth:`subscribe`; answers the subscription now in force.
+        """
         session_id = p.session_id(required=False)
         if peer is None:
             raise RpcError(INVALID_PARAMS, "no notification stream to unsubscribe", {})

@@ -104,6 +104,7 @@ class RpcError(Exception):
         self.data = data
 
     def to_json(self) -> dict[str, Any]:
+        """The ``error`` object of a response frame; ``data`` is left out when there is none."""
         error: dict[str, Any] = {"code": self.code, "message": self.message}
         if self.data is not None:
             error["data"] = self.data
@@ -116,14 +117,17 @@ def dumps(value: Any) -> bytes:
 
 
 def result_frame(request_id: RequestId, result: Any) -> bytes:
+    """The bytes of a successful response to ``request_id``."""
     return dumps({"jsonrpc": "2.0", "id": request_id, "result": result})
 
 
 def error_frame(request_id: RequestId, error: RpcError) -> bytes:
+    """The bytes of an error response; ``request_id`` is ``None`` when the request's id could not be read."""
     return dumps({"jsonrpc": "2.0", "id": request_id, "error": error.to_json()})
 
 
 def notification_frame(method: str, params: Any) -> bytes:
+    """The bytes of a notification (no ``id``: clients never answer it)."""
     return dumps({"jsonrpc": "2.0", "method": method, "params": params})
 
 
@@ -189,6 +193,7 @@ def parse_frame(raw: bytes | str) -> Request:
 
 
 def invalid(field: str, message: str) -> RpcError:
+    """The -32602 error for a bad parameter; ``data.field`` names it so a client can point at the argument."""
     return RpcError(INVALID_PARAMS, f"invalid params: {field} {message}", {"field": field})
 
 
@@ -210,6 +215,11 @@ class Params:
         return value
 
     def string(self, name: str, *, required: bool = True, empty: bool = False, max_length: int = 1 << 20) -> Any:
+        """A string param (``None`` when optional and absent or null).
+
+        Missing, null, a non-string, an empty string (unless ``empty``) or one longer
+        than ``max_length`` characters is -32602 naming the field.
+        """
         value = self._get(name, required)
         if value is None:
             return None
@@ -238,6 +248,7 @@ class Params:
         return value
 
     def boolean(self, name: str, default: bool = False) -> bool:
+        """A boolean param; absent or null gives ``default``, anything but ``true``/``false`` is -32602."""
         value = self._get(name, False)
         if value is None:
             return default
@@ -246,6 +257,7 @@ class Params:
         return value
 
     def session_id(self, name: str = "sessionId", *, required: bool = True) -> Any:
+        """A session id param, checked as the stores check it, so a bad id is -32602 before any store is touched."""
         value = self._get(name, required)
         if value is None:
             return None
@@ -255,6 +267,7 @@ class Params:
             raise RpcError(INVALID_PARAMS, f"invalid params: {error}", {"field": name}) from None
 
     def str_list(self, name: str, *, max_items: int = 1000) -> list[str] | None:
+        """An optional list of strings (at most ``max_items``), returned as a copy; anything else is -32602."""
         value = self._get(name, False)
         if value is None:
             return None
@@ -263,6 +276,11 @@ class Params:
         return list(value)
 
     def content_blocks(self, name: str = "contentBlocks") -> list[dict[str, Any]]:
+        """dsh's ``contentBlocks``: a non-empty list of text blocks, returned as fresh ``{"type", "text"}`` dicts.
+
+        Other keys of a block are dropped, and any other block type is -32602 naming
+        its index: dshpy sends only text to the model.
+        """
         value = self._get(name, True)
         if not isinstance(value, list) or not value:
             raise invalid(name, "must be a non-empty list of content blocks")

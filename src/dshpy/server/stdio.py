@@ -42,6 +42,13 @@ log = logging.getLogger("dshpy.server")
 
 
 class StdioPeer:
+    """The stdio connection as a notification peer: subscribed to everything, as dsh's runtime is to its one client.
+
+    Frames are written whole, one per line, under a lock so that answers and
+    notifications never interleave. Once stdout is gone (the client exited) further
+    frames are dropped; the server stops when stdin ends.
+    """
+
     def __init__(self, out: BinaryIO) -> None:
         self.subscription = Subscription()
         self._out = out
@@ -49,6 +56,7 @@ class StdioPeer:
         self.broken = False
 
     def send(self, frame: bytes) -> None:
+        """Write one frame and a newline, flushed; a broken pipe marks the peer broken instead of raising."""
         if self.broken:
             return
         with self._lock:

@@ -21,6 +21,12 @@ __all__ = ["AsyncHttpTransport"]
 
 
 class AsyncHttpTransport:
+    """``POST /rpc`` and ``GET /events`` of one ``dshpy serve --http`` server, as coroutines.
+
+    Use it on one event loop: the httpx client and the stream reader belong to the
+    loop that first used them. :meth:`close` ends the stream and the connections.
+    """
+
     def __init__(self, url: str, *, token: str | None = None, timeout: float = 600.0) -> None:
         self.endpoint = HttpEndpoint.parse(url, token)
         self.timeout = timeout
@@ -36,6 +42,12 @@ class AsyncHttpTransport:
         self._closed = False
 
     async def request(self, method: str, params: Mapping[str, Any] | None = None) -> Any:
+        """Call ``method``; its result, or :class:`HarnessError` with the server's code.
+
+        An unreachable or closed server is :class:`TransportClosedError`. A request sent
+        on a kept-alive connection the server had already closed is resent once: it
+        never reached the server, so resending cannot run it twice.
+        """
         if self._closed:
             raise TransportClosedError("the client was closed")
         body = rpc_body(next(self._ids), method, params)
@@ -64,6 +76,7 @@ class AsyncHttpTransport:
         return q
 
     def unsubscribe(self, q: asyncio.Queue[Notification | None]) -> None:
+        """Stop filling ``q``; the event stream itself stays open for the other subscribers."""
         with contextlib.suppress(ValueError):
             self._queues.remove(q)
 
@@ -113,6 +126,7 @@ class AsyncHttpTransport:
             self._publish(None)
 
     async def close(self) -> None:
+        """End the event stream and the connections; every subscriber's queue gets ``None``, later requests fail."""
         self._closed = True
         reader, self._reader = self._reader, None
         if reader is not None:

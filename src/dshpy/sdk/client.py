@@ -45,6 +45,7 @@ class SessionRecord:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> SessionRecord:
+        """Read the session info of ``session.create``/``fork``/``get``/``list``; missing fields keep their defaults."""
         return cls(
             id=str(data.get("id") or data.get("sessionId")),
             cwd=data.get("cwd"),
@@ -70,6 +71,7 @@ class Response:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Response:
+        """Read the answer of ``session.send`` (also the result a streamed turn ends with); needs ``sessionId``."""
         return cls(
             session_id=str(data["sessionId"]),
             content=str(data.get("content", "")),
@@ -182,9 +184,15 @@ class HarnessClient:
     # -- sessions -------------------------------------------------------------------
 
     def create_session(self, session_id: str | None = None, *, cwd: str | None = None) -> SessionRecord:
+        """Create a session (id generated unless given) and hold it open on the server.
+
+        ``cwd`` is resolved on the server, relative to its working directory. An id that
+        is taken raises :class:`HarnessError` with code -32002.
+        """
         return SessionRecord.from_json(self.request("session.create", _create_params(session_id, cwd)))
 
     def list_sessions(self) -> list[SessionRecord]:
+        """Every session in the server's store, not only those this client created."""
         return [SessionRecord.from_json(item) for item in self.request("session.list")["sessions"]]
 
     def get_session(self, session_id: str, *, projections: bool = True) -> SessionRecord:
@@ -196,12 +204,26 @@ class HarnessClient:
     def fork_session(
         self, session_id: str, boundary: int | None = None, *, child_id: str | None = None
     ) -> SessionRecord:
+        """A new session with ``session_id``'s events up to ``boundary`` (default: all of them).
+
+        A boundary inside an open turn, an unknown parent or a taken ``child_id`` raises
+        :class:`HarnessError` -32003, whose ``data["code"]`` names the reason.
+        """
         return SessionRecord.from_json(self.request("session.fork", _fork_params(session_id, boundary, child_id)))
 
     def delete_session(self, session_id: str, *, detach_forks: bool = False) -> None:
+        """Delete a session from the store.
+
+        Refused (-32002) while a turn runs on it: :meth:`cancel` first. A session whose
+        history forks share is refused unless ``detach_forks`` copies it into them.
+        """
         self.request("session.delete", {"sessionId": session_id, "detachForks": detach_forks})
 
     def cancel(self, session_id: str) -> bool:
+        """Cancel the session's running turn and drop its queued prompts; ``True`` if a turn was cancelled.
+
+        The dropped prompts' :meth:`send_message` calls raise :class:`HarnessError` -32002.
+        """
         return bool(self.request("session.cancel", {"sessionId": session_id})["cancelled"])
 
     def events(
@@ -291,6 +313,7 @@ class AsyncHarnessClient:
 
     @property
     def last_response(self) -> Response | None:
+        """How the last turn run by :meth:`send_message` or :meth:`stream` on this client ended."""
         return self._last
 
     async def request(self, method: str, params: Mapping[str, Any] | None = None) -> Any:
@@ -301,30 +324,37 @@ class AsyncHarnessClient:
         return await asyncio.to_thread(self._sync.request, method, params)
 
     async def create_session(self, session_id: str | None = None, *, cwd: str | None = None) -> SessionRecord:
+        """See :meth:`HarnessClient.create_session`."""
         return SessionRecord.from_json(await self.request("session.create", _create_params(session_id, cwd)))
 
     async def list_sessions(self) -> list[SessionRecord]:
+        """See :meth:`HarnessClient.list_sessions`."""
         return [SessionRecord.from_json(item) for item in (await self.request("session.list"))["sessions"]]
 
     async def get_session(self, session_id: str, *, projections: bool = True) -> SessionRecord:
+        """See :meth:`HarnessClient.get_session`."""
         params = {"sessionId": session_id, "projections": projections}
         return SessionRecord.from_json(await self.request("session.get", params))
 
     async def fork_session(
         self, session_id: str, boundary: int | None = None, *, child_id: str | None = None
     ) -> SessionRecord:
+        """See :meth:`HarnessClient.fork_session`."""
         params = _fork_params(session_id, boundary, child_id)
         return SessionRecord.from_json(await self.request("session.fork", params))
 
     async def delete_session(self, session_id: str, *, detach_forks: bool = False) -> None:
+        """See :meth:`HarnessClient.delete_session`."""
         await self.request("session.delete", {"sessionId": session_id, "detachForks": detach_forks})
 
     async def cancel(self, session_id: str) -> bool:
+        """See :meth:`HarnessClient.cancel`."""
         return bool((await self.request("session.cancel", {"sessionId": session_id}))["cancelled"])
 
     async def events(
         self, session_id: str, from_seq: int = 0, *, limit: int | None = None, types: Sequence[str] | None = None
     ) -> list[dict[str, Any]]:
+        """Stored events from ``from_seq`` (wire JSON), paging until ``limit`` (default: all)."""
         collected: list[dict[str, Any]] = []
         seq = from_seq
         while limit is None or len(collected) < limit:
@@ -336,6 +366,7 @@ class AsyncHarnessClient:
         return collected
 
     async def send_message(self, session_id: str, text: str) -> Response:
+        """Run one turn (the session is created if it does not exist) and return how it ended."""
         response = Response.from_json(await self.request("session.send", {"sessionId": session_id, "text": text}))
         self._last = response
         return response
@@ -418,6 +449,7 @@ class AsyncHarnessClient:
             await worker
 
     async def close(self) -> None:
+        """Shut the server down (stdio) or drop the connections (HTTP)."""
         if self._http is not None:
             await self._http.close()
         elif self._sync is not None:

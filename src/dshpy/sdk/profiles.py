@@ -43,6 +43,12 @@ class ProfileError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Profile:
+    """One named configuration; ``None`` means "not set" (a flag, the environment or the built-in default decides).
+
+    ``store`` is a store URL; the three timeouts are seconds for the server's model
+    requests (see :meth:`timeouts` for which value wins).
+    """
+
     name: str
     store: str | None = None
     model: str | None = None
@@ -66,6 +72,7 @@ class Profile:
 
 
 def config_path(home: Path | None = None) -> Path:
+    """Where profiles are read from: ``config.toml`` in ``home`` (default ``$DSHPY_HOME``); it need not exist."""
     return (home or dshpy_home()) / "config.toml"
 
 

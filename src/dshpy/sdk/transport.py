@@ -87,22 +87,40 @@ def _unwrap(frame: Mapping[str, Any]) -> Any:
 
 
 class Transport:
+    """What a client needs from a connection: requests and a notification feed.
+
+    Subclasses implement :meth:`request_async` and :meth:`close`; both transports
+    are safe to use from several threads at once.
+    """
+
     def __init__(self) -> None:
         self.subscribers = _Subscribers()
 
     def request_async(self, method: str, params: Mapping[str, Any] | None = None) -> Future[Any]:
+        """Send a request without waiting; the future holds the result or raises :class:`HarnessError`."""
         raise NotImplementedError
 
     def request(self, method: str, params: Mapping[str, Any] | None = None, timeout: float | None = None) -> Any:
+        """Send a request and wait for its result (at most ``timeout`` seconds).
+
+        On timeout ``TimeoutError`` is raised here, but the request still runs on the
+        server; use ``session.cancel`` to stop a turn.
+        """
         return self.request_async(method, params).result(timeout)
 
     def subscribe(self) -> queue.Queue[Notification | None]:
+        """A queue receiving every notification as ``(method, params)``; ``None`` when the connection ends.
+
+        Pass it to :meth:`unsubscribe` when done: an abandoned queue keeps growing.
+        """
         return self.subscribers.add()
 
     def unsubscribe(self, q: queue.Queue[Notification | None]) -> None:
+        """Stop filling ``q``; a queue that was not subscribed is ignored."""
         self.subscribers.remove(q)
 
     def close(self) -> None:
+        """End the connection; pending requests fail and subscribers receive ``None``."""
         raise NotImplementedError
 
 
@@ -177,6 +195,11 @@ class StdioTransport(Transport):
         self.subscribers.publish(None)
 
     def request_async(self, method: str, params: Mapping[str, Any] | None = None) -> Future[Any]:
+        """Write the request now; raises :class:`TransportClosedError` at once if the server is not running.
+
+        If the server exits before answering, the future fails with
+        :class:`TransportClosedError` carrying the tail of its stderr.
+        """
         future: Future[Any] = Future()
         with self._lock:
             if self._closed:
@@ -236,6 +259,11 @@ class HttpEndpoint:
 
     @classmethod
     def parse(cls, url: str, token: str | None) -> HttpEndpoint:
+        """The endpoint of the server at ``url`` (its path is kept, for a server behind a prefix).
+
+        ``ValueError`` if ``url`` is not http(s) with a host. With ``token``, every
+        request carries it as a bearer token.
+        """
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"not an http(s) URL: {url!r}")
@@ -247,16 +275,19 @@ class HttpEndpoint:
         return cls(base + "/rpc", base + "/events", parts.hostname, port, headers)
 
     def rpc_headers(self, stream_id: str | None) -> dict[str, str]:
+        """Headers of a ``POST /rpc``; with ``stream_id`` the server routes this request's sessions to that stream."""
         headers = dict(self.headers)
         if stream_id is not None:
             headers["X-Dshpy-Stream"] = stream_id  # the server routes this client's sessions to its stream
         return headers
 
     def events_headers(self) -> dict[str, str]:
+        """Headers of ``GET /events``: the token without ``Content-Type`` (a GET has no body)."""
         return {k: v for k, v in self.headers.items() if k != "Content-Type"}
 
 
 def rpc_body(request_id: int, method: str, params: Mapping[str, Any] | None) -> bytes:
+    """The bytes of one request frame (compact JSON; ``params`` left out when ``None``)."""
     frame: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
     if params is not None:
         frame["params"] = dict(params)
@@ -325,6 +356,13 @@ class HttpTransport(Transport):
         self._closed = False
 
     def call(self, method: str, params: Mapping[str, Any] | None = None) -> Any:
+        """The request, in the calling thread (:meth:`request_async` runs it on the pool).
+
+        Raises :class:`HarnessError` with the server's code, or
+        :class:`TransportClosedError` when the server cannot be reached. A request sent on
+        a kept-alive connection the server had already closed is resent once: it never
+        reached the server, so resending cannot run it twice.
+        """
         if self._closed:
             raise TransportClosedError("the client was closed")
         body = rpc_body(next(self._ids), method, params)
@@ -343,14 +381,25 @@ class HttpTransport(Transport):
         return rpc_answer(response.status_code, response.content)
 
     def request_async(self, method: str, params: Mapping[str, Any] | None = None) -> Future[Any]:
+        """Run :meth:`call` on the transport's 8 threads; more requests than that wait for a free one."""
         return self._pool.submit(self.call, method, params)
 
     def request(self, method: str, params: Mapping[str, Any] | None = None, timeout: float | None = None) -> Any:
+        """Wait for the result; see :meth:`Transport.request`.
+
+        Without ``timeout`` :meth:`call` runs in this thread, saving a hop to the pool.
+        """
         if timeout is None:
             return self.call(method, params)
         return super().request(method, params, timeout)
 
     def subscribe(self) -> queue.Queue[Notification | None]:
+        """Subscribe, opening ``GET /events`` on first use and waiting (up to 10 s) until it is ready.
+
+        Once ready, requests carry the stream's id, so the server sends this client the
+        events of the sessions it creates, sends to, resumes or forks. Raises
+        :class:`TransportClosedError` or :class:`HarnessError` if the stream cannot open.
+        """
         q = super().subscribe()
         self._open_events()
         return q
@@ -400,6 +449,7 @@ class HttpTransport(Transport):
             self.subscribers.publish(None)
 
     def close(self) -> None:
+        """Close the event stream and the connections; queued requests are cancelled, subscribers receive ``None``."""
         self._closed = True
         response = self._sse
         if response is not None:

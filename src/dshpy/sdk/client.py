@@ -206,8 +206,9 @@ class HarnessClient:
     ) -> SessionRecord:
         """A new session with ``session_id``'s events up to ``boundary`` (default: all of them).
 
-        A boundary inside an open turn, an unknown parent or a taken ``child_id`` raises
-        :class:`HarnessError` -32003, whose ``data["code"]`` names the reason.
+        A boundary past the end or inside an open turn, an unknown parent or a taken
+        ``child_id`` raises :class:`HarnessError` -32003, whose ``data["code"]`` names
+        the reason.
         """
         return SessionRecord.from_json(self.request("session.fork", _fork_params(session_id, boundary, child_id)))
 

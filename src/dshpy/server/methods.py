@@ -482,7 +482,8 @@ class Runtime:
 
         ``path`` is resolved against the current one (``~`` expanded) and must be an
         existing directory (-32602 naming ``path`` otherwise). A real change is logged as
-        ``working-directory/change`` and announced to the model at the next turn.
+        ``working-directory/change`` and, when a model is configured, announced to it at
+        the next turn.
         """
         session_id = p.session_id()
         path = p.string("path", max_length=4096)

@@ -44,8 +44,14 @@ def _exception_classes() -> dict[str, type[BaseException]]:
 
 def test_the_walk_sees_the_whole_package() -> None:
     modules = _dshpy_modules()
-    for expected in ("dshpy.storage.postgres", "dshpy.storage.postgres_connect", "dshpy.server.protocol",
-                     "dshpy.sdk.transport", "dshpy.llm.failures", "dshpy.cli.app"):
+    for expected in (
+        "dshpy.storage.postgres",
+        "dshpy.storage.postgres_connect",
+        "dshpy.server.protocol",
+        "dshpy.sdk.transport",
+        "dshpy.llm.failures",
+        "dshpy.cli.app",
+    ):
         assert expected in modules
     classes = _exception_classes()
     assert "dshpy.errors.StoreError" in classes

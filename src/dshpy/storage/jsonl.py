@@ -57,12 +57,10 @@ from dshpy.errors import (
     CorruptSessionError,
     DshError,
     FormatVersionError,
-    ReadOnlyStoreError,
     SessionBusyError,
     SessionExistsError,
     SessionNotFound,
     StoreError,
-    StoreFullError,
 )
 from dshpy.log.header import FORMAT_VERSION, SessionHeader
 from dshpy.log.session import SessionWriter
@@ -77,6 +75,7 @@ from dshpy.storage.jsonl_layout import (
     parse_generation_filename,
     project_dir_name,
 )
+from dshpy.storage.os_errors import os_store_error
 from dshpy.storage.projection_cache import ProjectionRow
 from dshpy.storage.urls import StoreURL
 from dshpy.storage.zstd_frames import (
@@ -104,8 +103,6 @@ _CACHE_ENTRIES = 8
 _LOCK_ATTEMPTS = 3
 _READ_CHUNK = 8192
 _TORN_SUFFIX = ".torn-"
-_READ_ONLY_ERRNOS = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})
-_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 
 Revision = tuple[int, int, int, int, int]
 """``(dev, ino, size, mtime_ns, ctime_ns)``: changes whenever the file does (dsh's revision)."""
@@ -122,28 +119,25 @@ def _revision(st: os.stat_result) -> Revision:
 # -- small POSIX helpers --------------------------------------------------------------------
 
 
-def _refusal(error: OSError, what: str) -> StoreError | None:
-    """The store error for a write the filesystem refused for good (read-only, full), else ``None``."""
-    if error.errno in _FULL_ERRNOS:
-        return StoreFullError(f"{what}: the disk is full ({error.strerror}); nothing was written, free space and retry")
-    if error.errno in _READ_ONLY_ERRNOS:
-        where = f" ({error.filename})" if error.filename else ""
-        return ReadOnlyStoreError(
-            f"{what}: the store is read-only{where}: {error.strerror}; it can be read but not written"
-        )
-    return None
-
-
 @contextlib.contextmanager
 def _writing(what: str) -> Iterator[None]:
-    """Turn a refused write into :class:`ReadOnlyStoreError` / :class:`StoreFullError`; other errors pass."""
+    """Turn any ``OSError`` into its store error (:func:`~dshpy.storage.os_errors.os_store_error`)."""
     try:
         yield
     except OSError as error:
-        refusal = _refusal(error, what)
-        if refusal is None:
-            raise
-        raise refusal from error
+        raise os_store_error(error, what) from error
+
+
+@contextlib.contextmanager
+def _reading(session_id: str, path: Path) -> Iterator[None]:
+    """Reading a session's log: a log gone meanwhile is :class:`SessionNotFound`, any other ``OSError``
+    (a symlink loop, a directory in its place, ``EIO``) its store error."""
+    try:
+        yield
+    except FileNotFoundError:
+        raise SessionNotFound(f'session "{session_id}" not found') from None
+    except OSError as error:
+        raise os_store_error(error, f'session "{session_id}": cannot read {path}') from error
 
 
 def _fsync_dir(path: Path) -> None:
@@ -224,17 +218,14 @@ class _Lock:
             except FileNotFoundError:
                 raise SessionNotFound(f"session directory {session_dir} no longer exists") from None
             except OSError as error:
-                refusal = _refusal(error, f"cannot take the writer lock {path}")
-                if refusal is None:
-                    raise
-                raise refusal from None
+                raise os_store_error(error, f"cannot take the writer lock {path}") from None
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError as error:
                 os.close(fd)
                 if error.errno in (errno.EAGAIN, errno.EWOULDBLOCK):
                     raise SessionBusyError(busy) from None  # dsh's lock file records no holder
-                raise
+                raise os_store_error(error, f"cannot take the writer lock {path}") from None
             held = os.fstat(fd)
             try:
                 current: os.stat_result | None = os.stat(path)
@@ -546,7 +537,7 @@ class JsonlStore(BaseStore):
         if cached is not None:
             return cached.header
         content = b""
-        with open(location.path, "rb") as file:
+        with _reading(session_id, location.path), open(location.path, "rb") as file:
             while True:
                 chunk = file.read(_READ_CHUNK)
                 if not chunk:
@@ -576,10 +567,8 @@ class JsonlStore(BaseStore):
 
     def _cached_scan(self, session_id: str, location: _Location) -> _Scan | None:
         """The cached scan of the log as it is on disk now (checked by its revision), if there is one."""
-        try:
+        with _reading(session_id, location.path):
             stat = os.stat(location.path)
-        except FileNotFoundError:
-            raise SessionNotFound(f'session "{session_id}" not found') from None
         return self._cache.get(location.path, _revision(stat))
 
     def _scan(self, session_id: str, location: _Location | None = None, *, light: bool = False) -> _Scan:
@@ -588,7 +577,7 @@ class JsonlStore(BaseStore):
         cached = self._cached_scan(session_id, location)
         if cached is not None:
             return cached
-        with open(location.path, "rb") as file:
+        with _reading(session_id, location.path), open(location.path, "rb") as file:
             stat = os.fstat(file.fileno())
             data = file.read()
         parse = self._scan_zstd if self._compressed else self._scan_plain
@@ -757,11 +746,8 @@ class JsonlStore(BaseStore):
                     f'session "{session_id}": append failed ({failure}) and rolling it back failed too '
                     f"({rollback}); {location.path} may end in a torn batch, which the next open discards"
                 ) from failure
-            refusal = (
-                _refusal(failure, f'session "{session_id}": append failed') if isinstance(failure, OSError) else None
-            )
-            if refusal is not None:
-                raise refusal from failure
+            if isinstance(failure, OSError):
+                raise os_store_error(failure, f'session "{session_id}": append failed') from failure
             raise
         stat = os.fstat(fd)
         shared = scan.events
@@ -1063,10 +1049,7 @@ class _JsonlWriter:
                 except FileNotFoundError:
                     raise SessionNotFound(f'session "{session_id}" was deleted') from None
                 except OSError as error:  # e.g. a log file another user owns, in a directory we may write
-                    refusal = _refusal(error, f'session "{session_id}": cannot open its log for appending')
-                    if refusal is None:
-                        raise
-                    raise refusal from None
+                    raise os_store_error(error, f'session "{session_id}": cannot open its log for appending') from None
             self._scan = self._store._append_batch(session_id, self._location, scan, events, fd)
 
     def _current(self) -> _Scan:

@@ -84,3 +84,19 @@ def test_the_tree_drawing_names_every_public_exception() -> None:
         if not cls.__name__.startswith("_") and f" {cls.__name__} " not in drawing
     )
     assert missing == [], f"errors.py's tree drawing does not show: {missing}"
+
+
+def test_one_except_catches_what_the_library_refuses_and_old_excepts_still_do() -> None:
+    """``except dshpy.DshError`` catches a value JSON cannot carry and a malformed model URL;
+    both are still ``ValueError`` for code written before they joined the tree."""
+    import pytest
+
+    from dshpy.llm.config import ModelConfigError, check_base_url
+
+    with pytest.raises(DshError) as caught:
+        dshpy.freeze_json({"score": float("nan")})
+    assert isinstance(caught.value, ValueError)
+    assert "$.score" in str(caught.value)
+    with pytest.raises(DshError) as refused:
+        check_base_url("ftp://api.example.com")
+    assert isinstance(refused.value, ModelConfigError | ValueError)

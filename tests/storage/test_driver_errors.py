@@ -220,3 +220,19 @@ def test_a_jsonl_lock_the_file_system_refuses_is_a_store_error(tmp_path: Path) -
     with pytest.raises(StoreError, match=r"session\.lock"):
         store.open(session_id)
     assert [event.type for event in store.read(session_id)] == ["turn/start"]  # reading needs no lock
+
+
+def test_a_jsonl_session_directory_in_a_symlink_loop_is_a_store_error_and_spares_the_others(tmp_path: Path) -> None:
+    store, looped, log = _jsonl_session(tmp_path / "root")
+    other = store.create(cwd="/other")
+    other.close()
+    session_dir = log.parent
+    session_dir.rename(tmp_path / "moved")
+    session_dir.symlink_to(session_dir.name)  # ELOOP on every access
+    for name, call in _calls(store, looped).items():
+        if name == "list":
+            continue
+        with pytest.raises(StoreError, match="symbolic links"):
+            call()
+    assert store.stat(other.id).id == other.id  # listing forks walks the root: the loop is not a session
+    assert [info.id for info in store.list()] == [other.id]

@@ -26,9 +26,12 @@ frame that no re-reading of one header field makes complete and after which noth
 decodes (:func:`~dshpy.storage.zstd_frames.check_torn`). Every complete line must be
 the next valid event and every complete frame must decode and verify its checksum.
 Anything else is :class:`~dshpy.errors.CorruptSessionError`, naming the line or frame,
-and nothing is written. A write the filesystem refuses is
+and nothing is written. No ``OSError`` leaves the store raw: every one goes through
+:func:`~dshpy.storage.os_errors.os_store_error`, so a write the filesystem refuses is
 :class:`~dshpy.errors.ReadOnlyStoreError` or, when the disk is full,
-:class:`~dshpy.errors.StoreFullError` (the failed batch is cut back off).
+:class:`~dshpy.errors.StoreFullError` (the failed batch is cut back off), and a log or
+lock it cannot read or open (``EIO``, a symlink loop, a directory in its place)
+:class:`~dshpy.errors.StoreUnavailableError`.
 """
 
 from __future__ import annotations
@@ -120,7 +123,7 @@ def _revision(st: os.stat_result) -> Revision:
 
 
 @contextlib.contextmanager
-def _writing(what: str) -> Iterator[None]:
+def _file_errors(what: str) -> Iterator[None]:
     """Turn any ``OSError`` into its store error (:func:`~dshpy.storage.os_errors.os_store_error`)."""
     try:
         yield
@@ -138,6 +141,14 @@ def _reading(session_id: str, path: Path) -> Iterator[None]:
         raise SessionNotFound(f'session "{session_id}" not found') from None
     except OSError as error:
         raise os_store_error(error, f'session "{session_id}": cannot read {path}') from error
+
+
+def _is_file(entry: os.DirEntry[str]) -> bool:
+    """``entry.is_file()``, but an entry the file system cannot resolve (a symlink loop) is not a file."""
+    try:
+        return entry.is_file()
+    except OSError:
+        return False
 
 
 def _fsync_dir(path: Path) -> None:
@@ -405,6 +416,8 @@ class JsonlStore(BaseStore):
                 return sorted(Path(entry.path) for entry in entries if entry.is_dir(follow_symlinks=False))
         except FileNotFoundError:
             return []
+        except OSError as error:
+            raise os_store_error(error, f"cannot list the store root {self.root}") from error
 
     def _resolve_dir(self, session_dir: Path) -> _Location | None:
         """The highest canonical generation of our encoding in ``session_dir``, if any.
@@ -415,6 +428,8 @@ class JsonlStore(BaseStore):
             names = os.listdir(session_dir)
         except (FileNotFoundError, NotADirectoryError):
             return None
+        except OSError as error:  # a symlink loop in its place, EIO
+            raise os_store_error(error, f"cannot list session directory {session_dir}") from error
         best: tuple[int, str] | None = None
         for name in names:
             version = parse_generation_filename(name, compressed=self._compressed)
@@ -456,10 +471,10 @@ class JsonlStore(BaseStore):
         found: list[tuple[str, _Location]] = []
         seen: dict[str, _Location] = {}
         for project in self._project_dirs():
-            with os.scandir(project) as entries:
+            with _file_errors(f"cannot list project directory {project}"), os.scandir(project) as entries:
                 children = sorted(entries, key=lambda entry: entry.name)
             for entry in children:
-                if entry.is_file() and (entry.name.endswith(".jsonl") or entry.name.endswith(".jsonl.zstd")):
+                if _is_file(entry) and (entry.name.endswith(".jsonl") or entry.name.endswith(".jsonl.zstd")):
                     raise StoreError(
                         f'session artifact "{entry.path}" uses the unsupported flat-file layout; move it into '
                         "a <project>/<session>/ directory or use a separate root"
@@ -720,7 +735,7 @@ class JsonlStore(BaseStore):
                 expected_seq=scan.count,
             )
         if scan.truncate_to is not None:
-            with _writing(f'session "{session_id}": cannot set its torn tail aside'):
+            with _file_errors(f'session "{session_id}": cannot set its torn tail aside'):
                 aside = _set_aside(location.path, scan.truncate_to, scan.size)
                 os.ftruncate(fd, scan.truncate_to)
                 os.fsync(fd)
@@ -766,7 +781,7 @@ class JsonlStore(BaseStore):
             raise StoreError("the jsonl store copies fork prefixes; it cannot store a shared-prefix record")
         if self._find(session_id) is not None:
             raise SessionExistsError(f'session "{session_id}" already exists')
-        with _writing(f'cannot create session "{session_id}"'):
+        with _file_errors(f'cannot create session "{session_id}"'):
             return self._publish(record, session_id, keep_lock=keep_lock)
 
     def _publish(self, record: StoredRecord, session_id: str, *, keep_lock: bool) -> _JsonlWriter | None:
@@ -861,7 +876,7 @@ class JsonlStore(BaseStore):
             location.session_dir, f'session "{session_id}" cannot be deleted while a writer holds it'
         )
         try:
-            with _writing(f'cannot delete session "{session_id}"'):
+            with _file_errors(f'cannot delete session "{session_id}"'):
                 self._remove_files(location, lock)
         finally:
             lock.release()

@@ -1,6 +1,8 @@
 """Every error dshpy raises on purpose, in one tree.
 
-Callers catch the branch that matches what they can do about it::
+Callers catch the branch that matches what they can do about it. The classes below
+the store branch live beside the code that raises them (module in brackets) and
+import their base from here, so this module stays the lowest layer::
 
     DshError                      anything dshpy refused or could not do
     ├── EventError                an event (or its data) is malformed; nothing was appended
@@ -11,18 +13,44 @@ Callers catch the branch that matches what they can do about it::
     ├── ForkError                 a fork was refused; ``.code`` says why (dsh's codes)
     ├── ReadOnlySessionError      the session handle cannot append (inspect view, closed, archived)
     ├── ProjectionError           a projection was misregistered, unknown, or its cached state unusable
-    └── StoreError                persistence failed or refused
-        ├── ConflictError         another writer got there first (expected seq was stale)
-        │   └── SessionBusyError  the session is open for writing in another process (names the holder)
-        ├── SessionNotFound       no session with that id
-        ├── SessionExistsError    create() with an id that is already taken
-        ├── InvalidSessionIdError the id is not a safe session id
-        ├── StoreUnavailableError the store could not be reached or the connection broke mid-request
-        ├── StoreFullError        the disk (or the database's quota) is full; the failing batch left nothing
-        ├── ReadOnlyStoreError    the store can be read but not written (read-only filesystem or permissions)
-        ├── CorruptSessionError   stored bytes are damaged before the recoverable tail
-        └── FormatVersionError    stored data uses a format this build cannot read
-            └── UnknownEventTypeError  a required (non-ignorable) event type we do not know
+    ├── NotJsonError              a value cannot be stored as lossless JSON; ``.path`` locates it [core.json]
+    ├── StoreError                persistence failed or refused
+    │   ├── ConflictError         another writer got there first (expected seq was stale)
+    │   │   └── SessionBusyError  the session is open for writing in another process (names the holder)
+    │   ├── SessionNotFound       no session with that id
+    │   ├── SessionExistsError    create() with an id that is already taken
+    │   ├── InvalidSessionIdError the id is not a safe session id
+    │   ├── StoreUnavailableError the store could not be reached or the connection broke mid-request
+    │   ├── StoreFullError        the disk (or the database's quota) is full; the failing batch left nothing
+    │   ├── ReadOnlyStoreError    the store can be read but not written (read-only filesystem or permissions)
+    │   ├── CorruptSessionError   stored bytes are damaged before the recoverable tail
+    │   └── FormatVersionError    stored data uses a format this build cannot read
+    │       └── UnknownEventTypeError  a required (non-ignorable) event type we do not know
+    ├── ZstdFrameError            a complete zstd frame is damaged; the JSONL backend reports it as
+    │                             CorruptSessionError, it never reaches a store's caller [storage.zstd_frames]
+    ├── ConfigError               a setting (config file, flag, environment variable) is unusable; names it
+    │   ├── ModelConfigError      the model route or time limits are unusable [llm.config]
+    │   │   └── MissingApiKeyError  no API key; says how to set one [llm.config]
+    │   ├── ProfileError          the SDK/server profile is unknown or its file invalid [sdk.profiles]
+    │   ├── PriceError            the price table for cost estimates is malformed [cli.prices]
+    │   └── InsecureBindError     a non-loopback HTTP bind without a token [server.http_guard]
+    ├── LlmError                  a model call failed; ``.failure`` is dsh's LlmFailure [llm.failures]
+    ├── AgentSetupError           the session cannot take this agent's configuration [agent.prologue]
+    ├── AgentBusyError            a turn is already running on this agent [agent.loop]
+    ├── RpcError                  an error answered to a JSON-RPC caller (``code``, ``message``) [server.protocol]
+    ├── FrameError                a JSON-RPC frame is not a valid request [server.protocol]
+    ├── HarnessError              the server answered a client's request with an error [sdk.transport]
+    │   └── TransportClosedError  the connection to the server is gone [sdk.transport]
+    └── CliError                  a ``dshpy`` command failed: one line on stderr, exit 1 [cli.app]
+        └── DataError             damaged or unreadable data: exit 2 [cli.app]
+
+Classes that were ``ValueError`` before they joined the tree still are
+(``NotJsonError``, ``ZstdFrameError``, every ``ConfigError``), as are
+``EventError`` and ``InvalidSessionIdError``; ``SessionNotFound`` is a ``KeyError``
+and ``CliError`` a ``click.ClickException``, so older ``except`` clauses keep working.
+Driver errors (``sqlite3``, ``psycopg``, ``OSError``) never leave a store raw: each
+backend translates them in one place (``storage/sqlite_errors.py``,
+``storage/postgres_connect.py``, ``storage/jsonl.py``).
 
 ``InvariantError`` and ``SurfaceError`` both carry the offending ``seq`` so that a log
 loaded from disk points at the exact event that broke a rule.
@@ -31,6 +59,7 @@ loaded from disk points at the exact event that broke a rule.
 from __future__ import annotations
 
 __all__ = [
+    "ConfigError",
     "ConflictError",
     "CorruptSessionError",
     "DshError",
@@ -138,6 +167,15 @@ class SessionArchivedError(LifecycleError, ReadOnlySessionError):
 class ProjectionError(DshError):
     """A projection request was refused: a key registered twice with a different
     definition or ``state_version``, an unknown key, or cached state that does not validate."""
+
+
+class ConfigError(DshError, ValueError):
+    """A setting is not usable; the message names the setting and where it came from.
+
+    Raised when the setting is read, before it is used, so a typo in a config file or
+    a flag is reported once instead of surfacing later as an unreachable server or a
+    failed request (which an agent would retry).
+    """
 
 
 class StoreError(DshError):

@@ -64,7 +64,7 @@ _MAX_PIPE_WIDTH = 1_000
 """Widest a table gets when stdout is a pipe or file (it is then printed unclipped, for grep and cut)."""
 
 
-class CliError(click.ClickException):
+class CliError(DshError, click.ClickException):
     """A user error, reported as ``Error: <one line>`` on stderr; exit 1."""
 
     exit_code = EXIT_USER
@@ -79,7 +79,7 @@ class DataError(CliError):
     exit_code = EXIT_DATA
 
 
-class _UsageError(click.UsageError):
+class _UsageError(DshError, click.UsageError):
     """A click usage error shown as click shows it, but exiting 1: exit 2 is reserved for bad data."""
 
     exit_code = EXIT_USER
@@ -101,6 +101,8 @@ _API_WORDING = {
 
 def describe_error(error: DshError) -> CliError:
     """The one-line message and exit code of a dshpy error."""
+    if isinstance(error, CliError):  # already worded for the command line, with its exit code
+        return error
     message = str(error)
     for api, option in _API_WORDING.items():
         message = message.replace(api, option)

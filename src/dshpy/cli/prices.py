@@ -30,6 +30,7 @@ from typing import Any
 
 import orjson
 
+from dshpy.errors import ConfigError
 from dshpy.storage.urls import dshpy_home
 
 __all__ = ["CONFIG_FILENAME", "PRICES_ENV", "Price", "PriceError", "PriceTable", "estimate_cost", "load_prices"]
@@ -40,7 +41,7 @@ _FIELDS = ("input", "cache_read", "cache_write", "output")
 _PER_TOKENS = 1_000_000
 
 
-class PriceError(ValueError):
+class PriceError(ConfigError):
     """The price configuration is malformed (the message names the file or variable and the field)."""
 
 

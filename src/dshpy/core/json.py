@@ -30,6 +30,8 @@ from typing import Any, NoReturn, SupportsIndex
 
 import orjson
 
+from dshpy.errors import DshError
+
 __all__ = [
     "MAX_DEPTH",
     "MAX_SAFE_INTEGER",
@@ -57,7 +59,7 @@ MAX_DEPTH = 200
 """Deepest container nesting accepted; orjson refuses to encode past 254 levels."""
 
 
-class NotJsonError(ValueError):
+class NotJsonError(DshError, ValueError):
     """A value cannot be stored as lossless JSON; ``path`` locates it (``$.a[0]``)."""
 
     def __init__(self, reason: str, path: str = "$") -> None:

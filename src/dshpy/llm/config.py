@@ -33,6 +33,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from urllib.parse import urlsplit
 
+from dshpy.errors import ConfigError
+
 __all__ = [
     "API_KEY_HINT",
     "DEFAULT_BASE_URL",
@@ -52,7 +54,7 @@ _CONTEXT_WINDOWS = {"deepseek-chat": 131_072, "deepseek-reasoner": 131_072}
 """Known windows, logged in ``request/context`` (DeepSeek's own errors name 131072 tokens)."""
 
 
-class ModelConfigError(ValueError):
+class ModelConfigError(ConfigError):
     """The model settings are not usable (malformed base URL, bad timeout, …); the message names the setting."""
 
 

@@ -31,6 +31,8 @@ from typing import Any
 
 import openai
 
+from dshpy.errors import DshError
+
 __all__ = [
     "RETRYABLE_CODES",
     "LlmError",
@@ -48,7 +50,7 @@ _CONTEXT_PATTERN = re.compile(
 )
 
 
-class LlmError(Exception):
+class LlmError(DshError):
     """A failed model call; :attr:`failure` is the ``LlmFailure`` to log."""
 
     def __init__(self, failure: dict[str, Any]) -> None:

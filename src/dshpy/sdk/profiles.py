@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from dshpy.errors import ConfigError
 from dshpy.storage.urls import dshpy_home
 
 if TYPE_CHECKING:
@@ -37,7 +38,7 @@ __all__ = ["BUILTIN_PROFILES", "Profile", "ProfileError", "config_path", "load_p
 BUILTIN_PROFILES = frozenset({"sdk", "default"})
 
 
-class ProfileError(ValueError):
+class ProfileError(ConfigError):
     """The profile does not exist, or the config file is not valid."""
 
 

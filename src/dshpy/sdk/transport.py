@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from dshpy.errors import DshError
+
 __all__ = [
     "HarnessError",
     "HttpEndpoint",
@@ -40,7 +42,7 @@ __all__ = [
 Notification = tuple[str, dict[str, Any]]
 
 
-class HarnessError(Exception):
+class HarnessError(DshError):
     """The server answered an error: ``code``, ``message``, ``data`` (see dshpy.server.protocol)."""
 
     def __init__(self, code: int, message: str, data: Any = None) -> None:

@@ -25,13 +25,15 @@ import ipaddress
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from dshpy.errors import ConfigError
+
 __all__ = ["InsecureBindError", "RequestGuard", "is_loopback", "normalize_origin"]
 
 _LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
 _CROSS_SITE = frozenset({"cross-site", "same-site"})
 
 
-class InsecureBindError(ValueError):
+class InsecureBindError(ConfigError):
     """A non-loopback bind address without a token."""
 
 

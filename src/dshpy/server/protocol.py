@@ -94,7 +94,7 @@ MAX_METHOD_LENGTH = 128
 RequestId = str | int | None
 
 
-class RpcError(Exception):
+class RpcError(DshError):
     """An error answered to the caller as ``{code, message, data?}``."""
 
     def __init__(self, code: int, message: str, data: Any = None) -> None:
@@ -153,7 +153,7 @@ def _valid_id(value: Any) -> bool:
     return value is None
 
 
-class FrameError(Exception):
+class FrameError(DshError):
     """A frame that is not a valid request: answer ``error`` to ``request_id`` unless ``silent``."""
 
     def __init__(self, error: RpcError, request_id: RequestId = None, *, silent: bool = False) -> None:

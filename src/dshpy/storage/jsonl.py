@@ -26,9 +26,12 @@ frame that no re-reading of one header field makes complete and after which noth
 decodes (:func:`~dshpy.storage.zstd_frames.check_torn`). Every complete line must be
 the next valid event and every complete frame must decode and verify its checksum.
 Anything else is :class:`~dshpy.errors.CorruptSessionError`, naming the line or frame,
-and nothing is written. A write the filesystem refuses is
+and nothing is written. No ``OSError`` leaves the store raw: every one goes through
+:func:`~dshpy.storage.os_errors.os_store_error`, so a write the filesystem refuses is
 :class:`~dshpy.errors.ReadOnlyStoreError` or, when the disk is full,
-:class:`~dshpy.errors.StoreFullError` (the failed batch is cut back off).
+:class:`~dshpy.errors.StoreFullError` (the failed batch is cut back off), and a log or
+lock it cannot read or open (``EIO``, a symlink loop, a directory in its place)
+:class:`~dshpy.errors.StoreUnavailableError`.
 """
 
 from __future__ import annotations
@@ -57,12 +60,10 @@ from dshpy.errors import (
     CorruptSessionError,
     DshError,
     FormatVersionError,
-    ReadOnlyStoreError,
     SessionBusyError,
     SessionExistsError,
     SessionNotFound,
     StoreError,
-    StoreFullError,
 )
 from dshpy.log.header import FORMAT_VERSION, SessionHeader
 from dshpy.log.session import SessionWriter
@@ -77,6 +78,7 @@ from dshpy.storage.jsonl_layout import (
     parse_generation_filename,
     project_dir_name,
 )
+from dshpy.storage.os_errors import os_store_error
 from dshpy.storage.projection_cache import ProjectionRow
 from dshpy.storage.urls import StoreURL
 from dshpy.storage.zstd_frames import (
@@ -104,8 +106,6 @@ _CACHE_ENTRIES = 8
 _LOCK_ATTEMPTS = 3
 _READ_CHUNK = 8192
 _TORN_SUFFIX = ".torn-"
-_READ_ONLY_ERRNOS = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})
-_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 
 Revision = tuple[int, int, int, int, int]
 """``(dev, ino, size, mtime_ns, ctime_ns)``: changes whenever the file does (dsh's revision)."""
@@ -122,28 +122,33 @@ def _revision(st: os.stat_result) -> Revision:
 # -- small POSIX helpers --------------------------------------------------------------------
 
 
-def _refusal(error: OSError, what: str) -> StoreError | None:
-    """The store error for a write the filesystem refused for good (read-only, full), else ``None``."""
-    if error.errno in _FULL_ERRNOS:
-        return StoreFullError(f"{what}: the disk is full ({error.strerror}); nothing was written, free space and retry")
-    if error.errno in _READ_ONLY_ERRNOS:
-        where = f" ({error.filename})" if error.filename else ""
-        return ReadOnlyStoreError(
-            f"{what}: the store is read-only{where}: {error.strerror}; it can be read but not written"
-        )
-    return None
-
-
 @contextlib.contextmanager
-def _writing(what: str) -> Iterator[None]:
-    """Turn a refused write into :class:`ReadOnlyStoreError` / :class:`StoreFullError`; other errors pass."""
+def _file_errors(what: str) -> Iterator[None]:
+    """Turn any ``OSError`` into its store error (:func:`~dshpy.storage.os_errors.os_store_error`)."""
     try:
         yield
     except OSError as error:
-        refusal = _refusal(error, what)
-        if refusal is None:
-            raise
-        raise refusal from error
+        raise os_store_error(error, what) from error
+
+
+@contextlib.contextmanager
+def _reading(session_id: str, path: Path) -> Iterator[None]:
+    """Reading a session's log: a log gone meanwhile is :class:`SessionNotFound`, any other ``OSError``
+    (a symlink loop, a directory in its place, ``EIO``) its store error."""
+    try:
+        yield
+    except FileNotFoundError:
+        raise SessionNotFound(f'session "{session_id}" not found') from None
+    except OSError as error:
+        raise os_store_error(error, f'session "{session_id}": cannot read {path}') from error
+
+
+def _is_file(entry: os.DirEntry[str]) -> bool:
+    """``entry.is_file()``, but an entry the file system cannot resolve (a symlink loop) is not a file."""
+    try:
+        return entry.is_file()
+    except OSError:
+        return False
 
 
 def _fsync_dir(path: Path) -> None:
@@ -224,17 +229,14 @@ class _Lock:
             except FileNotFoundError:
                 raise SessionNotFound(f"session directory {session_dir} no longer exists") from None
             except OSError as error:
-                refusal = _refusal(error, f"cannot take the writer lock {path}")
-                if refusal is None:
-                    raise
-                raise refusal from None
+                raise os_store_error(error, f"cannot take the writer lock {path}") from None
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError as error:
                 os.close(fd)
                 if error.errno in (errno.EAGAIN, errno.EWOULDBLOCK):
                     raise SessionBusyError(busy) from None  # dsh's lock file records no holder
-                raise
+                raise os_store_error(error, f"cannot take the writer lock {path}") from None
             held = os.fstat(fd)
             try:
                 current: os.stat_result | None = os.stat(path)
@@ -414,6 +416,8 @@ class JsonlStore(BaseStore):
                 return sorted(Path(entry.path) for entry in entries if entry.is_dir(follow_symlinks=False))
         except FileNotFoundError:
             return []
+        except OSError as error:
+            raise os_store_error(error, f"cannot list the store root {self.root}") from error
 
     def _resolve_dir(self, session_dir: Path) -> _Location | None:
         """The highest canonical generation of our encoding in ``session_dir``, if any.
@@ -424,6 +428,8 @@ class JsonlStore(BaseStore):
             names = os.listdir(session_dir)
         except (FileNotFoundError, NotADirectoryError):
             return None
+        except OSError as error:  # a symlink loop in its place, EIO
+            raise os_store_error(error, f"cannot list session directory {session_dir}") from error
         best: tuple[int, str] | None = None
         for name in names:
             version = parse_generation_filename(name, compressed=self._compressed)
@@ -465,10 +471,10 @@ class JsonlStore(BaseStore):
         found: list[tuple[str, _Location]] = []
         seen: dict[str, _Location] = {}
         for project in self._project_dirs():
-            with os.scandir(project) as entries:
+            with _file_errors(f"cannot list project directory {project}"), os.scandir(project) as entries:
                 children = sorted(entries, key=lambda entry: entry.name)
             for entry in children:
-                if entry.is_file() and (entry.name.endswith(".jsonl") or entry.name.endswith(".jsonl.zstd")):
+                if _is_file(entry) and (entry.name.endswith(".jsonl") or entry.name.endswith(".jsonl.zstd")):
                     raise StoreError(
                         f'session artifact "{entry.path}" uses the unsupported flat-file layout; move it into '
                         "a <project>/<session>/ directory or use a separate root"
@@ -546,7 +552,7 @@ class JsonlStore(BaseStore):
         if cached is not None:
             return cached.header
         content = b""
-        with open(location.path, "rb") as file:
+        with _reading(session_id, location.path), open(location.path, "rb") as file:
             while True:
                 chunk = file.read(_READ_CHUNK)
                 if not chunk:
@@ -576,10 +582,8 @@ class JsonlStore(BaseStore):
 
     def _cached_scan(self, session_id: str, location: _Location) -> _Scan | None:
         """The cached scan of the log as it is on disk now (checked by its revision), if there is one."""
-        try:
+        with _reading(session_id, location.path):
             stat = os.stat(location.path)
-        except FileNotFoundError:
-            raise SessionNotFound(f'session "{session_id}" not found') from None
         return self._cache.get(location.path, _revision(stat))
 
     def _scan(self, session_id: str, location: _Location | None = None, *, light: bool = False) -> _Scan:
@@ -588,7 +592,7 @@ class JsonlStore(BaseStore):
         cached = self._cached_scan(session_id, location)
         if cached is not None:
             return cached
-        with open(location.path, "rb") as file:
+        with _reading(session_id, location.path), open(location.path, "rb") as file:
             stat = os.fstat(file.fileno())
             data = file.read()
         parse = self._scan_zstd if self._compressed else self._scan_plain
@@ -731,7 +735,7 @@ class JsonlStore(BaseStore):
                 expected_seq=scan.count,
             )
         if scan.truncate_to is not None:
-            with _writing(f'session "{session_id}": cannot set its torn tail aside'):
+            with _file_errors(f'session "{session_id}": cannot set its torn tail aside'):
                 aside = _set_aside(location.path, scan.truncate_to, scan.size)
                 os.ftruncate(fd, scan.truncate_to)
                 os.fsync(fd)
@@ -757,11 +761,8 @@ class JsonlStore(BaseStore):
                     f'session "{session_id}": append failed ({failure}) and rolling it back failed too '
                     f"({rollback}); {location.path} may end in a torn batch, which the next open discards"
                 ) from failure
-            refusal = (
-                _refusal(failure, f'session "{session_id}": append failed') if isinstance(failure, OSError) else None
-            )
-            if refusal is not None:
-                raise refusal from failure
+            if isinstance(failure, OSError):
+                raise os_store_error(failure, f'session "{session_id}": append failed') from failure
             raise
         stat = os.fstat(fd)
         shared = scan.events
@@ -780,7 +781,7 @@ class JsonlStore(BaseStore):
             raise StoreError("the jsonl store copies fork prefixes; it cannot store a shared-prefix record")
         if self._find(session_id) is not None:
             raise SessionExistsError(f'session "{session_id}" already exists')
-        with _writing(f'cannot create session "{session_id}"'):
+        with _file_errors(f'cannot create session "{session_id}"'):
             return self._publish(record, session_id, keep_lock=keep_lock)
 
     def _publish(self, record: StoredRecord, session_id: str, *, keep_lock: bool) -> _JsonlWriter | None:
@@ -875,7 +876,7 @@ class JsonlStore(BaseStore):
             location.session_dir, f'session "{session_id}" cannot be deleted while a writer holds it'
         )
         try:
-            with _writing(f'cannot delete session "{session_id}"'):
+            with _file_errors(f'cannot delete session "{session_id}"'):
                 self._remove_files(location, lock)
         finally:
             lock.release()
@@ -1063,10 +1064,7 @@ class _JsonlWriter:
                 except FileNotFoundError:
                     raise SessionNotFound(f'session "{session_id}" was deleted') from None
                 except OSError as error:  # e.g. a log file another user owns, in a directory we may write
-                    refusal = _refusal(error, f'session "{session_id}": cannot open its log for appending')
-                    if refusal is None:
-                        raise
-                    raise refusal from None
+                    raise os_store_error(error, f'session "{session_id}": cannot open its log for appending') from None
             self._scan = self._store._append_batch(session_id, self._location, scan, events, fd)
 
     def _current(self) -> _Scan:

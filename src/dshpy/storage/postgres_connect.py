@@ -10,7 +10,10 @@ Callers never see a psycopg exception: a full disk (SQLSTATE ``53100``) becomes
 server (``25006``: a hot standby, ``default_transaction_read_only``)
 :class:`~dshpy.errors.ReadOnlyStoreError`, a lost or refused connection
 :class:`~dshpy.errors.StoreUnavailableError` (a write's outcome is then unknown and
-retrying it is safe), anything else :class:`~dshpy.errors.StoreError`.
+retrying it is safe), damaged pages or indexes the server found (``XX001``, ``XX002``)
+:class:`~dshpy.errors.CorruptSessionError`, anything else :class:`~dshpy.errors.StoreError`.
+:func:`raise_translated` is the one place that decides; every psycopg call of the
+backend runs inside :meth:`StorePool.connection`, :func:`translated` or :func:`connect`.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-from dshpy.errors import ReadOnlyStoreError, StoreError, StoreFullError, StoreUnavailableError
+from dshpy.errors import CorruptSessionError, ReadOnlyStoreError, StoreError, StoreFullError, StoreUnavailableError
 
 try:
     import psycopg
@@ -122,6 +125,10 @@ _DISK_FULL = "53100"
 """``disk_full``: the server could not extend a table, index or temporary file. psycopg files it under
 OperationalError, which would otherwise read as a lost connection."""
 
+_CORRUPTED = frozenset({"XX001", "XX002"})
+"""``data_corrupted`` and ``index_corrupted``: the server read damaged pages. Our own checksum
+trigger raises XX001 too, and the backend catches that one first to name the session and row."""
+
 _READ_ONLY = "25006"
 """``read_only_sql_transaction``: a standby, or a server or role that defaults to read-only transactions."""
 
@@ -136,6 +143,8 @@ def raise_translated(error: Exception, what: str) -> NoReturn:
         ) from error
     if state == _READ_ONLY:
         raise ReadOnlyStoreError(f"{what}: the PostgreSQL server is read-only ({_one_line(error)})") from error
+    if state in _CORRUPTED:
+        raise CorruptSessionError(f"{what}: PostgreSQL reports damaged data ({_one_line(error)})") from error
     if isinstance(error, _LOST):
         raise StoreUnavailableError(
             f"{what}: PostgreSQL connection failed or the request was interrupted ({_one_line(error)}); "

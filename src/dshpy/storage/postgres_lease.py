@@ -35,9 +35,9 @@ from typing import Any
 
 import psycopg
 
-from dshpy.errors import SessionBusyError, StoreError, StoreUnavailableError
+from dshpy.errors import SessionBusyError, StoreError
 from dshpy.storage.lease import busy_error, this_holder
-from dshpy.storage.postgres_connect import connect
+from dshpy.storage.postgres_connect import connect, raise_translated
 
 __all__ = ["AdvisoryLease", "holder_of", "lease_key"]
 
@@ -109,9 +109,7 @@ class AdvisoryLease:
         except BaseException as error:
             conn.close()
             if isinstance(error, psycopg.Error):
-                raise StoreUnavailableError(
-                    f'session "{self.session_id}": cannot take its writer lease: {" ".join(str(error).split())}'
-                ) from error
+                raise_translated(error, f'session "{self.session_id}": cannot take its writer lease')
             raise
         return conn
 

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 
 import zstandard
 
+from dshpy.errors import DshError
+
 __all__ = [
     "ZSTD_MAGIC",
     "FrameScan",
@@ -40,7 +42,7 @@ _CHECKSUM = 4
 _COMPRESSED, _RAW = 2, 0
 
 
-class ZstdFrameError(ValueError):
+class ZstdFrameError(DshError, ValueError):
     """A structurally complete frame is damaged (bad header, checksum or data)."""
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
+import random
 import signal
 from collections.abc import Iterable
 from pathlib import Path
@@ -213,7 +214,9 @@ def test_trailing_bytes_that_cannot_begin_a_frame_are_corruption(tmp_path: Path)
 def test_a_torn_frame_whose_complete_blocks_do_not_decode_is_corruption(tmp_path: Path) -> None:
     root = tmp_path / "zstd"
     path, original, events = committed_log(root, "zstd")
-    blob = os.urandom(200_000).hex().encode()  # several 128 KiB blocks
+    # several 128 KiB blocks of incompressible text; seeded, so the damaged byte below always lands where the
+    # scanner reports it as this test says (random data made the message differ in ~5% of runs)
+    blob = random.Random(20261201).randbytes(200_000).hex().encode()
     frame = bytearray(compress_frame(b'{"pad":"' + blob + b'"}\n'))
     cut = bytes(frame[: len(frame) * 3 // 4])
     path.write_bytes(original + cut)

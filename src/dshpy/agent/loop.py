@@ -61,19 +61,22 @@ from dshpy.llm.messages import ChatHistory, ReasoningReplay
 from dshpy.llm.retry import RetryPolicy
 from dshpy.llm.stream import AssistantStreamAccumulator
 from dshpy.log.messages import Message
+from dshpy.log.records import (
+    append_resume_marker,
+    assistant_data,
+    attempt_data,
+    claim_splice,
+    insert_splice,
+    retry_data,
+    retry_started_data,
+    tool_result_data,
+    user_message,
+)
 from dshpy.log.session import Session
 
 from .hooks import Hooks, PreStep, ToolCallHook, TurnStart, TurnStopping
 from .prologue import AgentSetupError, RequestPrologue
-from .records import (
-    ABORTED_BEFORE_DISPATCH,
-    ABORTED_RUNNING,
-    assistant_data,
-    claim_splice,
-    insert_splice,
-    tool_result_data,
-    user_message,
-)
+from .records import ABORTED_BEFORE_DISPATCH, ABORTED_RUNNING
 from .tools import Tool, ToolContext, ToolLike, ToolOutcome, as_tool
 from .updates import ChunkUpdate, EventUpdate, TurnResult, Update, add_usage
 
@@ -200,9 +203,8 @@ class Agent:
         self._task: asyncio.Task[TurnResult] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._cancel_reason: CancelReason | None = None
-        if resume_marker and len(session) and session.events[-1].type != "session/end-seed":
-            session.append("session/end-seed", {})
-            session.flush()
+        if resume_marker:
+            append_resume_marker(session)
 
     # -- configuration ------------------------------------------------------------
 
@@ -507,7 +509,7 @@ class Agent:
                         await sink.chunk(ChunkUpdate(number, step, attempt, chunk, now))
             except LlmError as error:
                 accumulator.push(c.finish("error", error.failure), _now_ms())
-                self._append("assistant/attempt", {"turn": number, "step": step, "stream": accumulator.records})
+                self._append("assistant/attempt", attempt_data(number, step, accumulator.records))
                 add_usage(turn.usage, accumulator.usage)
                 if not self.retry.should_retry(error, attempt):
                     return _ModelOutcome(failure=error.failure)
@@ -515,22 +517,21 @@ class Agent:
                 delay = self.retry.delay_ms(error, attempt, self._rng)
                 self._append(
                     "llm/retry",
-                    {
-                        "retryId": retry_id,
-                        "turn": number,
-                        "step": step,
-                        "provider": self.client.provider,
-                        "mode": "normal",
-                        "policyKey": self.retry.policy_key,
-                        "retry": attempt,
-                        "maxRetries": self.retry.max_retries,
-                        "delayMs": delay,
-                        "failure": error.failure,
-                    },
+                    retry_data(
+                        retry_id,
+                        number,
+                        step,
+                        provider=self.client.provider,
+                        policy_key=self.retry.policy_key,
+                        retry=attempt,
+                        max_retries=self.retry.max_retries,
+                        delay_ms=delay,
+                        failure=error.failure,
+                    ),
                 )
                 self.session.flush()
                 await asyncio.sleep(delay / 1000)
-                self._append("llm/retry-started", {"retryId": retry_id, "turn": number, "step": step, "retry": attempt})
+                self._append("llm/retry-started", retry_started_data(retry_id, number, step, attempt))
                 continue
             except asyncio.CancelledError:
                 self._settle_interrupted(turn, step, accumulator)
@@ -564,7 +565,7 @@ class Agent:
         visible = accumulator.visible_content()
         add_usage(turn.usage, accumulator.usage)
         if not visible:
-            self._append("assistant/attempt", {"turn": turn.number, "step": step, "stream": accumulator.records})
+            self._append("assistant/attempt", attempt_data(turn.number, step, accumulator.records))
             return
         data = assistant_data(
             turn.number,

@@ -33,6 +33,7 @@ __all__ = [
     "assistant_data",
     "attempt_data",
     "claim_splice",
+    "closer_result_data",
     "insert_splice",
     "message_text",
     "needs_resume_marker",
@@ -154,6 +155,25 @@ def tool_result_data(
     if meta is not None:
         data["meta"] = meta
     return data
+
+
+def closer_result_data(
+    turn: int, step: int, call_id: str, text: str, *, message_id: str, error: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The error ``tool/result`` that closes a call left unanswered (crash repair, forked closers).
+
+    dsh's repair writes its message keys in another order than its agent loop
+    (``{id, role, toolCallId, isError, source, content}``), and this keeps to it.
+    """
+    message = {
+        "id": message_id,
+        "role": "tool",
+        "toolCallId": call_id,
+        "isError": True,
+        "source": {"kind": "tool", "callId": call_id},
+        "content": [{"type": "text", "text": text}],
+    }
+    return {"turn": turn, "step": step, "message": message, "error": dict(error)}
 
 
 def retry_data(

@@ -7,13 +7,17 @@ through :mod:`dshpy.log.records`, so a test log has the key order of a real dsh 
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
 
 import dshpy
+from dshpy.agent import Agent
 from dshpy.agent.records import user_message as agent_user_message
+from dshpy.llm import ChatClient, ModelConfig, RetryPolicy
 from dshpy.testing.builders import TurnScript, assistant_data, system_data, tool_result_data, user_message
+from dshpy.testing.fake_model import FakeModelServer, Reply
 
 DSH_TOOL_TURN = (
     Path(__file__).resolve().parents[1]
@@ -63,3 +67,24 @@ def test_builders_and_agent_build_the_same_shapes() -> None:
     assert list(assistant["message"]) == ["role", "content", "source", "id"]
     result = tool_result_data(1, 1, "call-1", "out")
     assert list(result["message"]) == ["role", "source", "toolCallId", "content", "isError", "id"]
+
+
+def test_agent_retry_records_keep_their_wire_layout() -> None:
+    """``llm/retry`` and ``llm/retry-started`` (built in log/records, no longer inline in the loop) keep their keys."""
+    session = dshpy.Session.new()
+
+    async def scenario() -> None:
+        with FakeModelServer([Reply.server_error(), Reply.text("fine")]) as server:
+            client = ChatClient(ModelConfig.from_env(base_url=server.base_url, api_key="k", env={}))
+            agent = Agent(session, client, retry=RetryPolicy(base_delay=0.001, jitter=0.0))
+            await agent.run("hi")
+            await client.close()
+
+    asyncio.run(scenario())
+    by_type = {event.type: event.to_wire()["data"] for event in session.events}
+    assert list(by_type["llm/retry"]) == [
+        "retryId", "turn", "step", "provider", "mode", "policyKey", "retry", "maxRetries", "delayMs", "failure",
+    ]  # fmt: skip
+    assert list(by_type["llm/retry-started"]) == ["retryId", "turn", "step", "retry"]
+    assert list(by_type["assistant/attempt"]) == ["turn", "step", "stream"]
+    dshpy.validate(session.events)

@@ -50,6 +50,11 @@ RESUME_MARKER = "session/end-seed"
 """The type dsh appends (data ``{}``) when a session is continued by a new process."""
 
 
+def _in_step(turn: int, step: int, message: dict[str, Any]) -> dict[str, Any]:
+    """The ``{turn, step, message}`` head every message event of a step starts with."""
+    return {"turn": turn, "step": step, "message": message}
+
+
 def user_message(
     content: str | Sequence[Mapping[str, Any]],
     source: Mapping[str, Any] | None = None,
@@ -78,16 +83,13 @@ def claim_splice(target: str, count: int) -> dict[str, Any]:
 
 def system_data(turn: int, step: int, text: str, *, message_id: str | None = None) -> dict[str, Any]:
     """``system/message``; an empty prompt still reserves surface node 0 (content ``[]``)."""
-    return {
-        "turn": turn,
-        "step": step,
-        "message": {
-            "role": "system",
-            "content": [{"type": "text", "text": text}] if text else [],
-            "source": {"kind": "system-prompt"},
-            "id": message_id or new_message_id(),
-        },
+    message = {
+        "role": "system",
+        "content": [{"type": "text", "text": text}] if text else [],
+        "source": {"kind": "system-prompt"},
+        "id": message_id or new_message_id(),
     }
+    return _in_step(turn, step, message)
 
 
 def assistant_data(
@@ -103,16 +105,13 @@ def assistant_data(
     message_id: str | None = None,
 ) -> dict[str, Any]:
     """``assistant/message``: the message, its usage (when the stream reported one) and its packed stream."""
-    data: dict[str, Any] = {
-        "turn": turn,
-        "step": step,
-        "message": {
-            "role": "assistant",
-            "content": content,
-            "source": {"kind": "model", "provider": provider, "model": model},
-            "id": message_id or new_message_id(),
-        },
+    message = {
+        "role": "assistant",
+        "content": content,
+        "source": {"kind": "model", "provider": provider, "model": model},
+        "id": message_id or new_message_id(),
     }
+    data = _in_step(turn, step, message)
     if usage is not None:
         data["usage"] = dict(usage)
     data["stream"] = stream
@@ -138,18 +137,15 @@ def tool_result_data(
     message_id: str | None = None,
 ) -> dict[str, Any]:
     """``tool/result``: a ``role: "tool"`` message answering ``call_id``, plus dsh's error code and tool meta."""
-    data: dict[str, Any] = {
-        "turn": turn,
-        "step": step,
-        "message": {
-            "role": "tool",
-            "source": {"kind": "tool", "callId": call_id},
-            "toolCallId": call_id,
-            "content": [dict(b) for b in content],
-            "isError": is_error,
-            "id": message_id or new_message_id(),
-        },
+    message = {
+        "role": "tool",
+        "source": {"kind": "tool", "callId": call_id},
+        "toolCallId": call_id,
+        "content": [dict(b) for b in content],
+        "isError": is_error,
+        "id": message_id or new_message_id(),
     }
+    data = _in_step(turn, step, message)
     if error is not None:
         data["error"] = dict(error)
     if meta is not None:
@@ -173,7 +169,9 @@ def closer_result_data(
         "source": {"kind": "tool", "callId": call_id},
         "content": [{"type": "text", "text": text}],
     }
-    return {"turn": turn, "step": step, "message": message, "error": dict(error)}
+    data = _in_step(turn, step, message)
+    data["error"] = dict(error)
+    return data
 
 
 def retry_data(

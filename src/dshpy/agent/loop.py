@@ -67,8 +67,11 @@ from dshpy.log.records import (
     attempt_data,
     claim_splice,
     insert_splice,
+    request_context_data,
+    request_header,
     retry_data,
     retry_started_data,
+    tool_call_data,
     tool_result_data,
     user_message,
 )
@@ -431,10 +434,7 @@ class Agent:
         for call_id, call in lifecycle.calls.items():
             assert step is not None
             if call.call_seq is None:
-                started = self._append(
-                    "tool/call",
-                    {"turn": turn, "step": step, "callId": call_id, "name": call.name, "arguments": call.arguments},
-                )
+                started = self._append("tool/call", tool_call_data(turn, step, call_id, call.name, call.arguments))
                 text, code, source = ABORTED_BEFORE_DISPATCH, "TOOL_ABORTED_BEFORE_DISPATCH", started.seq
             else:
                 text, code, source = ABORTED_RUNNING, "TOOL_ABORTED", call.call_seq
@@ -469,23 +469,16 @@ class Agent:
     # -- the model call -----------------------------------------------------------
 
     def _request_header(self) -> dict[str, Any]:
-        config: dict[str, Any] = {"provider": self.client.provider, "model": self.client.model}
-        if self.max_tokens is not None:
-            config["maxTokens"] = self.max_tokens
-        if self.reasoning_effort is not None:
-            config["reasoningEffort"] = self.reasoning_effort
-        header: dict[str, Any] = {"config": config}
-        tools = [tool.schema() for tool in self.tools.values()]
-        if tools:
-            header["tools"] = tools
-        return header
+        return request_header(
+            self.client.provider,
+            self.client.model,
+            max_tokens=self.max_tokens,
+            reasoning_effort=self.reasoning_effort,
+            tools=[tool.schema() for tool in self.tools.values()],
+        )
 
     def _request_context(self) -> dict[str, Any]:
-        context: dict[str, Any] = {"provider": self.client.provider, "model": self.client.model}
-        window = self.client.config.context_window
-        if window is not None:
-            context["contextWindow"] = window
-        return context
+        return request_context_data(self.client.provider, self.client.model, self.client.config.context_window)
 
     async def _call_model(self, turn: _Turn, step: int, sink: _Sink) -> _ModelOutcome:
         number = turn.number
@@ -622,10 +615,7 @@ class Agent:
             raise
 
     def _log_call(self, turn: int, step: int, block: Any) -> SessionEvent:
-        return self._append(
-            "tool/call",
-            {"turn": turn, "step": step, "callId": block["id"], "name": block["name"], "arguments": block["arguments"]},
-        )
+        return self._append("tool/call", tool_call_data(turn, step, block["id"], block["name"], block["arguments"]))
 
     def _log_result(self, turn: int, step: int, call: SessionEvent, outcome: ToolOutcome) -> SessionEvent:
         data = tool_result_data(

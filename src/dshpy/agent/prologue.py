@@ -22,7 +22,7 @@ from typing import Any
 from dshpy.core.events import SessionEvent, SurfaceReplace
 from dshpy.core.json import thaw
 from dshpy.errors import DshError
-from dshpy.log.records import message_text, system_data, system_head
+from dshpy.log.records import message_text, request_header_data, system_data, system_head
 from dshpy.log.session import Session
 
 __all__ = ["AgentSetupError", "RequestPrologue", "system_head"]
@@ -81,7 +81,7 @@ class RequestPrologue:
         else:
             reason = "change"
         self._header_logged = True
-        return session.append("request/header", {"header": header, "reason": reason})
+        return session.append("request/header", request_header_data(header, reason))
 
     def context(self, context: dict[str, Any]) -> SessionEvent | None:
         """Log ``request/context`` if the route differs from the last one logged."""

@@ -37,11 +37,15 @@ __all__ = [
     "insert_splice",
     "message_text",
     "needs_resume_marker",
+    "request_context_data",
+    "request_header",
+    "request_header_data",
     "retry_data",
     "retry_started_data",
     "system_data",
     "system_head",
     "system_prompt_text",
+    "tool_call_data",
     "tool_result_data",
     "user_message",
 ]
@@ -125,6 +129,11 @@ def attempt_data(turn: int, step: int, stream: list[dict[str, Any]]) -> dict[str
     return {"turn": turn, "step": step, "stream": stream}
 
 
+def tool_call_data(turn: int, step: int, call_id: str, name: str, arguments: str) -> dict[str, Any]:
+    """``tool/call``: the model's call ``call_id`` is about to run (``arguments`` is the raw JSON text)."""
+    return {"turn": turn, "step": step, "callId": call_id, "name": name, "arguments": arguments}
+
+
 def tool_result_data(
     turn: int,
     step: int,
@@ -172,6 +181,39 @@ def closer_result_data(
     data = _in_step(turn, step, message)
     data["error"] = dict(error)
     return data
+
+
+def request_header(
+    provider: str,
+    model: str,
+    *,
+    max_tokens: int | None = None,
+    reasoning_effort: str | None = None,
+    tools: Sequence[Mapping[str, Any]] = (),
+) -> dict[str, Any]:
+    """The request header a model request is sent with: ``{config, tools?}`` (empty ``tools`` omitted)."""
+    config: dict[str, Any] = {"provider": provider, "model": model}
+    if max_tokens is not None:
+        config["maxTokens"] = max_tokens
+    if reasoning_effort is not None:
+        config["reasoningEffort"] = reasoning_effort
+    header: dict[str, Any] = {"config": config}
+    if tools:
+        header["tools"] = list(tools)
+    return header
+
+
+def request_header_data(header: Mapping[str, Any], reason: str) -> dict[str, Any]:
+    """``request/header``: why the header is logged (``initial``, ``resume``, ``change``) and the header."""
+    return {"header": header, "reason": reason}
+
+
+def request_context_data(provider: str, model: str, context_window: int | None = None) -> dict[str, Any]:
+    """``request/context``: the route of the next model request."""
+    context: dict[str, Any] = {"provider": provider, "model": model}
+    if context_window is not None:
+        context["contextWindow"] = context_window
+    return context
 
 
 def retry_data(

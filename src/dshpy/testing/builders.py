@@ -130,11 +130,8 @@ class TurnScript:
                 if system is not None:
                     out.append(s.append("system/message", system_data(turn, step, system), surface_op="append"))
                 out.append(s.append("user/message", message, surface_op="append"))
-                out.append(
-                    s.append(
-                        "request/context", {"provider": "deepseek", "model": "deepseek-chat", "contextWindow": 128000}
-                    )
-                )
+                context = records.request_context_data("deepseek", "deepseek-chat", 128000)
+                out.append(s.append("request/context", context))
             last = step == steps
             calls = [] if last else [(_next_id("call"), "read_file", '{"path":"a.txt"}') for _ in range(tools_per_step)]
             out.append(
@@ -145,9 +142,7 @@ class TurnScript:
                 )
             )
             for call_id, name, args in calls:
-                call = s.append(
-                    "tool/call", {"turn": turn, "step": step, "callId": call_id, "name": name, "arguments": args}
-                )
+                call = s.append("tool/call", records.tool_call_data(turn, step, call_id, name, args))
                 out.append(call)
                 out.append(
                     s.append(

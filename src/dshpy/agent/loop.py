@@ -61,19 +61,25 @@ from dshpy.llm.messages import ChatHistory, ReasoningReplay
 from dshpy.llm.retry import RetryPolicy
 from dshpy.llm.stream import AssistantStreamAccumulator
 from dshpy.log.messages import Message
+from dshpy.log.records import (
+    append_resume_marker,
+    assistant_data,
+    attempt_data,
+    claim_splice,
+    insert_splice,
+    request_context_data,
+    request_header,
+    retry_data,
+    retry_started_data,
+    tool_call_data,
+    tool_result_data,
+    user_message,
+)
 from dshpy.log.session import Session
 
 from .hooks import Hooks, PreStep, ToolCallHook, TurnStart, TurnStopping
 from .prologue import AgentSetupError, RequestPrologue
-from .records import (
-    ABORTED_BEFORE_DISPATCH,
-    ABORTED_RUNNING,
-    assistant_data,
-    claim_splice,
-    insert_splice,
-    tool_result_data,
-    user_message,
-)
+from .records import ABORTED_BEFORE_DISPATCH, ABORTED_RUNNING
 from .tools import Tool, ToolContext, ToolLike, ToolOutcome, as_tool
 from .updates import ChunkUpdate, EventUpdate, TurnResult, Update, add_usage
 
@@ -200,9 +206,8 @@ class Agent:
         self._task: asyncio.Task[TurnResult] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._cancel_reason: CancelReason | None = None
-        if resume_marker and len(session) and session.events[-1].type != "session/end-seed":
-            session.append("session/end-seed", {})
-            session.flush()
+        if resume_marker:
+            append_resume_marker(session)
 
     # -- configuration ------------------------------------------------------------
 
@@ -429,10 +434,7 @@ class Agent:
         for call_id, call in lifecycle.calls.items():
             assert step is not None
             if call.call_seq is None:
-                started = self._append(
-                    "tool/call",
-                    {"turn": turn, "step": step, "callId": call_id, "name": call.name, "arguments": call.arguments},
-                )
+                started = self._append("tool/call", tool_call_data(turn, step, call_id, call.name, call.arguments))
                 text, code, source = ABORTED_BEFORE_DISPATCH, "TOOL_ABORTED_BEFORE_DISPATCH", started.seq
             else:
                 text, code, source = ABORTED_RUNNING, "TOOL_ABORTED", call.call_seq
@@ -467,23 +469,16 @@ class Agent:
     # -- the model call -----------------------------------------------------------
 
     def _request_header(self) -> dict[str, Any]:
-        config: dict[str, Any] = {"provider": self.client.provider, "model": self.client.model}
-        if self.max_tokens is not None:
-            config["maxTokens"] = self.max_tokens
-        if self.reasoning_effort is not None:
-            config["reasoningEffort"] = self.reasoning_effort
-        header: dict[str, Any] = {"config": config}
-        tools = [tool.schema() for tool in self.tools.values()]
-        if tools:
-            header["tools"] = tools
-        return header
+        return request_header(
+            self.client.provider,
+            self.client.model,
+            max_tokens=self.max_tokens,
+            reasoning_effort=self.reasoning_effort,
+            tools=[tool.schema() for tool in self.tools.values()],
+        )
 
     def _request_context(self) -> dict[str, Any]:
-        context: dict[str, Any] = {"provider": self.client.provider, "model": self.client.model}
-        window = self.client.config.context_window
-        if window is not None:
-            context["contextWindow"] = window
-        return context
+        return request_context_data(self.client.provider, self.client.model, self.client.config.context_window)
 
     async def _call_model(self, turn: _Turn, step: int, sink: _Sink) -> _ModelOutcome:
         number = turn.number
@@ -507,7 +502,7 @@ class Agent:
                         await sink.chunk(ChunkUpdate(number, step, attempt, chunk, now))
             except LlmError as error:
                 accumulator.push(c.finish("error", error.failure), _now_ms())
-                self._append("assistant/attempt", {"turn": number, "step": step, "stream": accumulator.records})
+                self._append("assistant/attempt", attempt_data(number, step, accumulator.records))
                 add_usage(turn.usage, accumulator.usage)
                 if not self.retry.should_retry(error, attempt):
                     return _ModelOutcome(failure=error.failure)
@@ -515,22 +510,21 @@ class Agent:
                 delay = self.retry.delay_ms(error, attempt, self._rng)
                 self._append(
                     "llm/retry",
-                    {
-                        "retryId": retry_id,
-                        "turn": number,
-                        "step": step,
-                        "provider": self.client.provider,
-                        "mode": "normal",
-                        "policyKey": self.retry.policy_key,
-                        "retry": attempt,
-                        "maxRetries": self.retry.max_retries,
-                        "delayMs": delay,
-                        "failure": error.failure,
-                    },
+                    retry_data(
+                        retry_id,
+                        number,
+                        step,
+                        provider=self.client.provider,
+                        policy_key=self.retry.policy_key,
+                        retry=attempt,
+                        max_retries=self.retry.max_retries,
+                        delay_ms=delay,
+                        failure=error.failure,
+                    ),
                 )
                 self.session.flush()
                 await asyncio.sleep(delay / 1000)
-                self._append("llm/retry-started", {"retryId": retry_id, "turn": number, "step": step, "retry": attempt})
+                self._append("llm/retry-started", retry_started_data(retry_id, number, step, attempt))
                 continue
             except asyncio.CancelledError:
                 self._settle_interrupted(turn, step, accumulator)
@@ -564,7 +558,7 @@ class Agent:
         visible = accumulator.visible_content()
         add_usage(turn.usage, accumulator.usage)
         if not visible:
-            self._append("assistant/attempt", {"turn": turn.number, "step": step, "stream": accumulator.records})
+            self._append("assistant/attempt", attempt_data(turn.number, step, accumulator.records))
             return
         data = assistant_data(
             turn.number,
@@ -621,10 +615,7 @@ class Agent:
             raise
 
     def _log_call(self, turn: int, step: int, block: Any) -> SessionEvent:
-        return self._append(
-            "tool/call",
-            {"turn": turn, "step": step, "callId": block["id"], "name": block["name"], "arguments": block["arguments"]},
-        )
+        return self._append("tool/call", tool_call_data(turn, step, block["id"], block["name"], block["arguments"]))
 
     def _log_result(self, turn: int, step: int, call: SessionEvent, outcome: ToolOutcome) -> SessionEvent:
         data = tool_result_data(

@@ -22,28 +22,14 @@ from typing import Any
 from dshpy.core.events import SessionEvent, SurfaceReplace
 from dshpy.core.json import thaw
 from dshpy.errors import DshError
+from dshpy.log.records import message_text, request_header_data, system_data, system_head
 from dshpy.log.session import Session
-
-from .records import system_data
 
 __all__ = ["AgentSetupError", "RequestPrologue", "system_head"]
 
 
 class AgentSetupError(DshError):
     """The session cannot take this agent's configuration (e.g. no place for a system prompt)."""
-
-
-def system_head(session: Session) -> SessionEvent | None:
-    """The ``system/message`` holding surface node 0, if the surface starts with one."""
-    nodes = session.surface_nodes
-    if not nodes:
-        return None
-    event = session.events[nodes[0]]
-    return event if event.type == "system/message" else None
-
-
-def _text(event: SessionEvent) -> str:
-    return "".join(str(b["text"]) for b in event.data["message"]["content"] if b.get("type") == "text")
 
 
 def _last_context(session: Session) -> dict[str, Any] | None:
@@ -75,7 +61,7 @@ class RequestPrologue:
                     "(surface node 0 is already a message); fork before its first turn or start a new session"
                 )
             return session.append("system/message", system_data(turn, step, text), surface_op="append")
-        if _text(head) == text:
+        if message_text(head) == text:
             return None
         return session.append(
             "system/message",
@@ -95,7 +81,7 @@ class RequestPrologue:
         else:
             reason = "change"
         self._header_logged = True
-        return session.append("request/header", {"header": header, "reason": reason})
+        return session.append("request/header", request_header_data(header, reason))
 
     def context(self, context: dict[str, Any]) -> SessionEvent | None:
         """Log ``request/context`` if the route differs from the last one logged."""

@@ -35,10 +35,10 @@ import click
 
 from dshpy.agent import Agent, TurnResult
 from dshpy.agent.loop import DEFAULT_MAX_STEPS
-from dshpy.agent.prologue import system_head
 from dshpy.core.ids import check_session_id
 from dshpy.errors import DshError
 from dshpy.llm.client import API_KEY_HINT, ChatClient, ModelConfig, ModelConfigError
+from dshpy.log.records import system_prompt_text
 from dshpy.log.session import Session
 from dshpy.sdk.profiles import ProfileError, load_profile
 from dshpy.storage.base import BaseStore
@@ -129,12 +129,7 @@ def _open_session(store: BaseStore, session_id: str | None) -> Session:
 
 
 def _system_prompt(session: Session, explicit: str | None) -> str:
-    if explicit is not None:
-        return explicit
-    head = system_head(session)
-    if head is None:
-        return ""
-    return "".join(str(b["text"]) for b in head.data["message"]["content"] if b.get("type") == "text")
+    return explicit if explicit is not None else system_prompt_text(session)
 
 
 def _make_agent(session: Session, client: ChatClient, options: _Options) -> Agent:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from dshpy.core.events import SessionEvent, event_from_parts
+from dshpy.log.records import closer_result_data
 
 __all__ = [
     "CLOSER_TEXTS",
@@ -108,20 +109,19 @@ def open_turn_closers(events: Sequence[SessionEvent], cause: Cause) -> list[Sess
     closers: list[SessionEvent] = []
     for call_id, call in _pending_calls(events).items():
         started = call.call_seq is not None
-        message = {
-            "id": f"{cause}-tool-result-{call_id}-{seq}",
-            "role": "tool",
-            "toolCallId": call_id,
-            "isError": True,
-            "source": {"kind": "tool", "callId": call_id},
-            "content": [{"type": "text", "text": texts["started" if started else "not_started"]}],
-        }
         error = (
             {"name": "ToolOutcomeUnknownError", "code": TOOL_OUTCOME_UNKNOWN}
             if started
             else {"name": "ToolNotStartedError", "code": TOOL_NOT_STARTED}
         )
-        data = {"turn": call.turn, "step": call.step, "message": message, "error": error}
+        data = closer_result_data(
+            call.turn,
+            call.step,
+            call_id,
+            texts["started" if started else "not_started"],
+            message_id=f"{cause}-tool-result-{call_id}-{seq}",
+            error=error,
+        )
         sources = [call.call_seq] if call.call_seq is not None else None
         closers.append(event_from_parts("tool/result", seq, time, data, "append", sources))
         seq += 1

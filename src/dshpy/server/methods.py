@@ -29,10 +29,9 @@ from itertools import islice
 from typing import Any
 
 from dshpy.agent import Agent, TurnResult
-from dshpy.agent.prologue import system_head
-from dshpy.agent.records import user_message
 from dshpy.core.events import SessionEvent
 from dshpy.llm.client import ChatClient, ModelConfig, ModelConfigError, ModelTimeouts
+from dshpy.log.records import append_resume_marker, system_prompt_text, user_message
 from dshpy.log.session import Session
 from dshpy.storage.base import BaseStore
 
@@ -206,9 +205,8 @@ class Runtime:
         if self.store.exists(session_id):
             session = self.store.open(session_id)
             try:
-                if marker and len(session) and session.events[-1].type != "session/end-seed":
-                    session.append("session/end-seed", {})  # as the agent would, but before publishing starts
-                    session.flush()
+                if marker:
+                    append_resume_marker(session)  # as the agent would, but before publishing starts
                 return session, _current_cwd(session)
             except BaseException:
                 _close_quietly(session)
@@ -283,14 +281,10 @@ class Runtime:
         if live.agent is None:
             settings = self.settings
             system = settings.system_prompt
-            if system is None:
-                head = system_head(live.session)
-                content = head.data["message"]["content"] if head is not None else []
-                system = "".join(str(b["text"]) for b in content if b.get("type") == "text")
             live.agent = Agent(
                 live.session,
                 self._model_client(),
-                system_prompt=system,
+                system_prompt=system if system is not None else system_prompt_text(live.session),
                 max_steps=settings.max_steps,
                 max_tokens=settings.max_tokens,
                 reasoning_effort=settings.reasoning_effort,

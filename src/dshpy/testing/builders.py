@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from dshpy.core.events import SessionEvent
+from dshpy.log import records
 from dshpy.log.session import Session
 
 __all__ = [
@@ -33,25 +34,11 @@ def _next_id(prefix: str) -> str:
 
 def user_message(text: str, *, message_id: str | None = None, kind: str = "user") -> dict[str, Any]:
     """A ``user/message`` payload (the message object itself is the event data)."""
-    return {
-        "id": message_id or _next_id("user"),
-        "role": "user",
-        "content": [{"type": "text", "text": text}],
-        "source": {"kind": kind},
-    }
+    return records.user_message(text, {"kind": kind}, message_id=message_id or _next_id("user"))
 
 
 def system_data(turn: int, step: int, text: str) -> dict[str, Any]:
-    return {
-        "turn": turn,
-        "step": step,
-        "message": {
-            "id": _next_id("system"),
-            "role": "system",
-            "content": [{"type": "text", "text": text}] if text else [],
-            "source": {"kind": "system-prompt"},
-        },
-    }
+    return records.system_data(turn, step, text, message_id=_next_id("system"))
 
 
 def text_stream(text: str, *, time0: int = 0, index: int = 0, pieces: int = 3) -> list[dict[str, Any]]:
@@ -91,39 +78,27 @@ def assistant_data(
     if text:
         content.append({"type": "text", "text": text})
     content.extend({"type": "tool-call", "id": cid, "name": name, "arguments": args} for cid, name, args in tool_calls)
-    data: dict[str, Any] = {
-        "turn": turn,
-        "step": step,
-        "message": {
-            "id": _next_id("assistant"),
-            "role": "assistant",
-            "content": content,
-            "source": {"kind": "model", "provider": "deepseek", "model": "deepseek-chat"},
-        },
-        "stream": text_stream(text or "x"),
-    }
-    data["usage"] = usage if usage is not None else {"inputTokens": 100, "outputTokens": 20, "cacheReadTokens": 0}
-    return data
+    return records.assistant_data(
+        turn,
+        step,
+        content,
+        provider="deepseek",
+        model="deepseek-chat",
+        stream=text_stream(text or "x"),
+        usage=usage if usage is not None else {"inputTokens": 100, "outputTokens": 20, "cacheReadTokens": 0},
+        message_id=_next_id("assistant"),
+    )
 
 
 def attempt_data(turn: int, step: int, partial: str = "par") -> dict[str, Any]:
     """An ``assistant/attempt`` payload: a failed try's partial stream (with its usage chunk)."""
-    return {"turn": turn, "step": step, "stream": text_stream(partial)[:2] + text_stream(partial)[3:4]}
+    return records.attempt_data(turn, step, text_stream(partial)[:2] + text_stream(partial)[3:4])
 
 
 def tool_result_data(turn: int, step: int, call_id: str, text: str, *, is_error: bool = False) -> dict[str, Any]:
-    return {
-        "turn": turn,
-        "step": step,
-        "message": {
-            "id": _next_id("tool"),
-            "role": "tool",
-            "source": {"kind": "tool", "callId": call_id},
-            "toolCallId": call_id,
-            "content": [{"type": "text", "text": text}],
-            "isError": is_error,
-        },
-    }
+    return records.tool_result_data(
+        turn, step, call_id, [{"type": "text", "text": text}], is_error=is_error, message_id=_next_id("tool")
+    )
 
 
 class TurnScript:
@@ -146,22 +121,17 @@ class TurnScript:
         turn = s.next_turn
         out: list[SessionEvent] = []
         message = user_message(prompt)
-        out.append(s.append("agent/inbox/spliced", {"target": "next-turn", "start": 0, "inserted": [message]}))
+        out.append(s.append("agent/inbox/spliced", records.insert_splice("next-turn", 0, [message])))
         out.append(s.append("turn/start", {"turn": turn}))
-        out.append(
-            s.append("agent/inbox/spliced", {"target": "next-turn", "start": 0, "removedCount": 1, "inserted": []})
-        )
+        out.append(s.append("agent/inbox/spliced", records.claim_splice("next-turn", 1)))
         for step in range(1, steps + 1):
             out.append(s.append("step/start", {"turn": turn, "step": step}))
             if step == 1:
                 if system is not None:
                     out.append(s.append("system/message", system_data(turn, step, system), surface_op="append"))
                 out.append(s.append("user/message", message, surface_op="append"))
-                out.append(
-                    s.append(
-                        "request/context", {"provider": "deepseek", "model": "deepseek-chat", "contextWindow": 128000}
-                    )
-                )
+                context = records.request_context_data("deepseek", "deepseek-chat", 128000)
+                out.append(s.append("request/context", context))
             last = step == steps
             calls = [] if last else [(_next_id("call"), "read_file", '{"path":"a.txt"}') for _ in range(tools_per_step)]
             out.append(
@@ -172,9 +142,7 @@ class TurnScript:
                 )
             )
             for call_id, name, args in calls:
-                call = s.append(
-                    "tool/call", {"turn": turn, "step": step, "callId": call_id, "name": name, "arguments": args}
-                )
+                call = s.append("tool/call", records.tool_call_data(turn, step, call_id, name, args))
                 out.append(call)
                 out.append(
                     s.append(

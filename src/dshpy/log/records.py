@@ -1,0 +1,283 @@
+"""The one place that builds and reads the ``data`` of events, in dsh v4's exact shapes and key order.
+
+The agent loop, the server, the CLI and the shipped test builders all write events
+through these functions, so a shape (or its key order) can only drift in one place.
+Key order is not semantics, but matching the real runtime's byte layout (checked
+against tests/fixtures/dsh) keeps sessions diffable against dsh's own:
+``user/message`` is ``{content, source, role, id}``, messages are ``{role, content,
+source, id}``, a tool result message ``{role, source, toolCallId, content, isError,
+id}``, ``assistant/message`` data ``{turn, step, message, usage, stream}``.
+
+Message ids are fresh (:func:`~dshpy.core.ids.new_message_id`) unless the caller
+passes ``message_id`` (test builders do, for stable ids).
+
+Reading: :func:`system_head` and :func:`system_prompt_text` recover the system
+prompt a session was last given from its log; :func:`append_resume_marker` writes
+dsh's marker for a session continued in a new process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from dshpy.core.events import SessionEvent
+from dshpy.core.ids import new_message_id
+
+if TYPE_CHECKING:
+    from dshpy.log.session import Session
+
+__all__ = [
+    "RESUME_MARKER",
+    "append_resume_marker",
+    "assistant_data",
+    "attempt_data",
+    "claim_splice",
+    "closer_result_data",
+    "insert_splice",
+    "message_text",
+    "needs_resume_marker",
+    "request_context_data",
+    "request_header",
+    "request_header_data",
+    "retry_data",
+    "retry_started_data",
+    "system_data",
+    "system_head",
+    "system_prompt_text",
+    "tool_call_data",
+    "tool_result_data",
+    "user_message",
+]
+
+RESUME_MARKER = "session/end-seed"
+"""The type dsh appends (data ``{}``) when a session is continued by a new process."""
+
+
+def _in_step(turn: int, step: int, message: dict[str, Any]) -> dict[str, Any]:
+    """The ``{turn, step, message}`` head every message event of a step starts with."""
+    return {"turn": turn, "step": step, "message": message}
+
+
+def user_message(
+    content: str | Sequence[Mapping[str, Any]],
+    source: Mapping[str, Any] | None = None,
+    *,
+    message_id: str | None = None,
+) -> dict[str, Any]:
+    """A ``UserMessage`` (also the whole ``user/message`` data); ``source`` defaults to a human prompt."""
+    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else [dict(b) for b in content]
+    return {
+        "content": blocks,
+        "source": dict(source) if source is not None else {"kind": "user"},
+        "role": "user",
+        "id": message_id or new_message_id(),
+    }
+
+
+def insert_splice(target: str, start: int, messages: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """``agent/inbox/spliced`` for messages queued into the ``next-turn`` or ``next-step`` inbox."""
+    return {"target": target, "start": start, "inserted": [dict(m) for m in messages]}
+
+
+def claim_splice(target: str, count: int) -> dict[str, Any]:
+    """``agent/inbox/spliced`` for the loop taking ``count`` queued messages."""
+    return {"target": target, "start": 0, "removedCount": count, "inserted": []}
+
+
+def system_data(turn: int, step: int, text: str, *, message_id: str | None = None) -> dict[str, Any]:
+    """``system/message``; an empty prompt still reserves surface node 0 (content ``[]``)."""
+    message = {
+        "role": "system",
+        "content": [{"type": "text", "text": text}] if text else [],
+        "source": {"kind": "system-prompt"},
+        "id": message_id or new_message_id(),
+    }
+    return _in_step(turn, step, message)
+
+
+def assistant_data(
+    turn: int,
+    step: int,
+    content: list[dict[str, Any]],
+    *,
+    provider: str,
+    model: str,
+    stream: list[dict[str, Any]],
+    usage: Mapping[str, Any] | None,
+    interrupted: bool = False,
+    message_id: str | None = None,
+) -> dict[str, Any]:
+    """``assistant/message``: the message, its usage (when the stream reported one) and its packed stream."""
+    message = {
+        "role": "assistant",
+        "content": content,
+        "source": {"kind": "model", "provider": provider, "model": model},
+        "id": message_id or new_message_id(),
+    }
+    data = _in_step(turn, step, message)
+    if usage is not None:
+        data["usage"] = dict(usage)
+    data["stream"] = stream
+    if interrupted:
+        data["interrupted"] = True
+    return data
+
+
+def attempt_data(turn: int, step: int, stream: list[dict[str, Any]]) -> dict[str, Any]:
+    """``assistant/attempt``: a failed try's packed stream, kept for its billed tokens."""
+    return {"turn": turn, "step": step, "stream": stream}
+
+
+def tool_call_data(turn: int, step: int, call_id: str, name: str, arguments: str) -> dict[str, Any]:
+    """``tool/call``: the model's call ``call_id`` is about to run (``arguments`` is the raw JSON text)."""
+    return {"turn": turn, "step": step, "callId": call_id, "name": name, "arguments": arguments}
+
+
+def tool_result_data(
+    turn: int,
+    step: int,
+    call_id: str,
+    content: Sequence[Mapping[str, Any]],
+    *,
+    is_error: bool,
+    error: Mapping[str, Any] | None = None,
+    meta: Any = None,
+    message_id: str | None = None,
+) -> dict[str, Any]:
+    """``tool/result``: a ``role: "tool"`` message answering ``call_id``, plus dsh's error code and tool meta."""
+    message = {
+        "role": "tool",
+        "source": {"kind": "tool", "callId": call_id},
+        "toolCallId": call_id,
+        "content": [dict(b) for b in content],
+        "isError": is_error,
+        "id": message_id or new_message_id(),
+    }
+    data = _in_step(turn, step, message)
+    if error is not None:
+        data["error"] = dict(error)
+    if meta is not None:
+        data["meta"] = meta
+    return data
+
+
+def closer_result_data(
+    turn: int, step: int, call_id: str, text: str, *, message_id: str, error: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The error ``tool/result`` that closes a call left unanswered (crash repair, forked closers).
+
+    dsh's repair writes its message keys in another order than its agent loop
+    (``{id, role, toolCallId, isError, source, content}``), and this keeps to it.
+    """
+    message = {
+        "id": message_id,
+        "role": "tool",
+        "toolCallId": call_id,
+        "isError": True,
+        "source": {"kind": "tool", "callId": call_id},
+        "content": [{"type": "text", "text": text}],
+    }
+    data = _in_step(turn, step, message)
+    data["error"] = dict(error)
+    return data
+
+
+def request_header(
+    provider: str,
+    model: str,
+    *,
+    max_tokens: int | None = None,
+    reasoning_effort: str | None = None,
+    tools: Sequence[Mapping[str, Any]] = (),
+) -> dict[str, Any]:
+    """The request header a model request is sent with: ``{config, tools?}`` (empty ``tools`` omitted)."""
+    config: dict[str, Any] = {"provider": provider, "model": model}
+    if max_tokens is not None:
+        config["maxTokens"] = max_tokens
+    if reasoning_effort is not None:
+        config["reasoningEffort"] = reasoning_effort
+    header: dict[str, Any] = {"config": config}
+    if tools:
+        header["tools"] = list(tools)
+    return header
+
+
+def request_header_data(header: Mapping[str, Any], reason: str) -> dict[str, Any]:
+    """``request/header``: why the header is logged (``initial``, ``resume``, ``change``) and the header."""
+    return {"header": header, "reason": reason}
+
+
+def request_context_data(provider: str, model: str, context_window: int | None = None) -> dict[str, Any]:
+    """``request/context``: the route of the next model request."""
+    context: dict[str, Any] = {"provider": provider, "model": model}
+    if context_window is not None:
+        context["contextWindow"] = context_window
+    return context
+
+
+def retry_data(
+    retry_id: str,
+    turn: int,
+    step: int,
+    *,
+    provider: str,
+    policy_key: str,
+    retry: int,
+    max_retries: int,
+    delay_ms: int,
+    failure: Mapping[str, Any],
+    mode: str = "normal",
+) -> dict[str, Any]:
+    """``llm/retry``: a retry of the step's model request is scheduled after ``delay_ms``."""
+    return {
+        "retryId": retry_id,
+        "turn": turn,
+        "step": step,
+        "provider": provider,
+        "mode": mode,
+        "policyKey": policy_key,
+        "retry": retry,
+        "maxRetries": max_retries,
+        "delayMs": delay_ms,
+        "failure": failure,
+    }
+
+
+def retry_started_data(retry_id: str, turn: int, step: int, retry: int) -> dict[str, Any]:
+    """``llm/retry-started``: the scheduled retry ``retry`` of chain ``retry_id`` is now running."""
+    return {"retryId": retry_id, "turn": turn, "step": step, "retry": retry}
+
+
+def needs_resume_marker(session: Session) -> bool:
+    """A session with events that does not already end in a marker needs one before new work."""
+    return bool(len(session)) and session.events[-1].type != RESUME_MARKER
+
+
+def append_resume_marker(session: Session) -> SessionEvent | None:
+    """Append and flush dsh's resume marker if the session needs one (see :func:`needs_resume_marker`)."""
+    if not needs_resume_marker(session):
+        return None
+    event = session.append(RESUME_MARKER, {})
+    session.flush()
+    return event
+
+
+def message_text(event: SessionEvent) -> str:
+    """The text blocks of a message event's ``message``, joined (other blocks are skipped)."""
+    return "".join(str(b["text"]) for b in event.data["message"]["content"] if b.get("type") == "text")
+
+
+def system_head(session: Session) -> SessionEvent | None:
+    """The ``system/message`` holding surface node 0, if the surface starts with one."""
+    nodes = session.surface_nodes
+    if not nodes:
+        return None
+    event = session.events[nodes[0]]
+    return event if event.type == "system/message" else None
+
+
+def system_prompt_text(session: Session) -> str:
+    """The system prompt the session's model last saw (``""`` when it has none)."""
+    head = system_head(session)
+    return message_text(head) if head is not None else ""

@@ -134,6 +134,8 @@ class Runtime:
         self._sweeper: asyncio.TimerHandle | None = None
         self.closed = asyncio.Event()
         self._client: ChatClient | None = None
+        self._client_model: str | None = None  # settings.model the client was built for (None: the default)
+        self._retiring: set[asyncio.Task[None]] = set()
         self._methods: dict[str, Handler] = {
             "initialize": self.initialize,
             "session/prompt": self.prompt,
@@ -273,9 +275,29 @@ class Runtime:
                     base_url=settings.base_url, model=settings.model, timeouts=settings.timeouts
                 )
                 self._client = ChatClient(config)
+                self._client_model = settings.model
             except ModelConfigError as error:  # no API key, a malformed base URL: never worth retrying
                 raise RpcError(MODEL_NOT_CONFIGURED, str(error)) from None
         return self._client
+
+    def _adopt_model_change(self) -> None:
+        """Swap in a client for the chosen model once no turn runs.
+
+        ``initialize`` may change the model while a turn runs; that turn keeps the client
+        it started with, and the first prompt after every turn has ended builds the new
+        one (and new agents), so the choice is never silently ignored.
+        """
+        client = self._client
+        if client is None or self._client_model == self.settings.model:
+            return
+        if any(live.running or live.notice_pending for live in self.live):
+            return  # a notice waits in an agent's inbox: adopt once its turn has claimed it
+        self._client = None
+        for live in self.live:
+            live.agent = None
+        task = asyncio.get_running_loop().create_task(client.close(), name="dshpy-retire-model-client")
+        self._retiring.add(task)
+        task.add_done_callback(self._retiring.discard)
 
     def _agent(self, live: Live) -> Agent:
         if live.agent is None:
@@ -293,6 +315,7 @@ class Runtime:
         return live.agent
 
     def _enqueue(self, live: Live, item: Queued) -> None:
+        self._adopt_model_change()
         self._agent(live)
         self.live.push(live, item)
         if not live.running:
@@ -388,8 +411,9 @@ class Runtime:
 
         The settings apply to agents created from now on. A model change replaces the
         model client and drops every agent (each is rebuilt at its session's next
-        prompt) only when no turn is running; while one runs, the client in use is
-        kept. An unknown ``provider`` is -32602. Answers ``serverInfo`` (name, version).
+        prompt); while a turn runs, the client in use is kept until every turn has
+        ended, and the first prompt after that adopts the new model. An unknown
+        ``provider`` is -32602. Answers ``serverInfo`` (name, version).
         """
         cwd = p.string("cwd", required=False)
         provider = p.string("provider", required=False)

@@ -7,14 +7,25 @@ its columns, and readers recompute it before they trust the row. A CRC is not a
 defence against deliberate tampering, only against damage, which is all it is for.
 
 Every column takes part, separated so that moving bytes from one column into the
-next changes the sum; ``None`` and ``""`` are told apart.
+next changes the sum; ``None`` and ``""`` are told apart. The verifiers below are what
+every database backend calls on the rows it reads, so a damaged row is reported the
+same way (and in the same words) whichever backend stored it.
 """
 
 from __future__ import annotations
 
 import zlib
 
-__all__ = ["cache_row_crc", "event_row_crc", "session_row_crc"]
+from dshpy.core.events import SessionEvent
+from dshpy.errors import CorruptSessionError
+from dshpy.storage.base import parse_stored_event
+
+__all__ = ["cache_row_crc", "check_session_row", "event_row_crc", "lost_rows", "session_row_crc", "verified_event"]
+
+_NONE = type(None)
+_SESSION_ROW_TYPES = ((str,), (str,), (int,), (str, _NONE), (str, _NONE), (str, _NONE), (int,), (int,))
+"""Python types of ``check_session_row``'s values: SQLite checks a STRICT table only as it is written, so a
+damaged record header can hand back any storage class (a text column read as an integer)."""
 
 
 def _text(value: str | None) -> bytes:
@@ -64,3 +75,38 @@ def cache_row_crc(session_id: bytes, key: bytes, state_version: int, seq: int, s
     """
     head = b"%s\x00%s\x00%d\x00%d\x00%s\x00" % (session_id, key, state_version, seq, identity)
     return zlib.crc32(state, zlib.crc32(head))
+
+
+def verified_event(session_id: str, seq: int, body: bytes, crc: int) -> SessionEvent:
+    """The event an ``events`` row holds (``body`` as stored, UTF-8), once its checksum proves the row is as written."""
+    if type(seq) is not int or type(body) is not bytes or type(crc) is not int:  # a damaged record header
+        raise CorruptSessionError(f'session "{session_id}" event {seq!r} is damaged (a column of the wrong type)')
+    if event_row_crc(session_id, seq, body) != crc:
+        raise CorruptSessionError(f'session "{session_id}" event {seq} is damaged (checksum mismatch)')
+    return parse_stored_event(session_id, seq, body)
+
+
+def check_session_row(
+    session_id: str,
+    header: str,
+    created_at: int,
+    cwd: str | None,
+    parent_session: str | None,
+    base_id: str | None,
+    base_count: int,
+    crc: int,
+) -> None:
+    """Raise :class:`CorruptSessionError` unless a ``sessions`` row's columns are the ones written."""
+    values = (session_id, header, created_at, cwd, parent_session, base_id, base_count, crc)
+    if not all(type(value) in allowed for value, allowed in zip(values, _SESSION_ROW_TYPES, strict=True)) or (
+        session_row_crc(session_id, header, created_at, cwd, parent_session, base_id, base_count) != crc
+    ):
+        raise CorruptSessionError(f'stored header of session "{session_id}" is damaged (checksum mismatch)')
+
+
+def lost_rows(session_id: str, stored: int, recorded: int) -> str:
+    """The message for a log whose rows disagree with the next seq its session row recorded."""
+    return (
+        f'session "{session_id}" is damaged: its log holds events up to seq {stored - 1} but recorded '
+        f"{recorded} events (rows were lost, or the session row is damaged)"
+    )

@@ -63,9 +63,16 @@ from dshpy.storage.base import (
     column_text,
     parse_stored_header,
 )
-from dshpy.storage.checksum import cache_row_crc, event_row_crc, session_row_crc
+from dshpy.storage.checksum import (
+    cache_row_crc,
+    check_session_row,
+    event_row_crc,
+    lost_rows,
+    session_row_crc,
+    verified_event,
+)
 from dshpy.storage.follow import StopSignal, check_follow_args
-from dshpy.storage.postgres_checksums import check_session_row, lost_rows, verified_cache_rows, verified_event
+from dshpy.storage.postgres_checksums import verified_cache_rows
 from dshpy.storage.postgres_connect import (
     PostgresOptions,
     StorePool,
@@ -369,7 +376,7 @@ class PostgresStore(BaseStore):
                     raise CorruptSessionError(
                         f'session "{session_id}" is missing event {expected} (next stored: {seq})'
                     )
-                yield verified_event(session_id, seq, body, crc)
+                yield verified_event(session_id, seq, body.encode(), crc)
                 expected += 1
             if len(rows) < _READ_CHUNK:
                 break
@@ -495,7 +502,7 @@ class PostgresStore(BaseStore):
                 "read events", self._sql.typed_events, (session_id, from_seq, end, wanted, _KNOWN_TYPES, chunk)
             )
             for seq, kind, body, crc in rows:
-                event = verified_event(session_id, seq, body, crc)
+                event = verified_event(session_id, seq, body.encode(), crc)
                 if column_text(event.type) != kind:
                     raise CorruptSessionError(f'session "{session_id}" row {seq} does not hold its indexed event')
                 if event.type in types:

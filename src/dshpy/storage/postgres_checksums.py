@@ -15,57 +15,19 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-import orjson
 import psycopg
 
-from dshpy.core.events import SessionEvent
-from dshpy.core.json import loads
-from dshpy.errors import CorruptSessionError
-from dshpy.storage.base import parse_stored_event
 from dshpy.storage.checksum import cache_row_crc, event_row_crc, session_row_crc
-from dshpy.storage.projection_cache import ProjectionRow
+from dshpy.storage.projection_cache import ProjectionRow, group_projection_rows
 
 __all__ = [
     "BACKFILL_BATCH",
     "backfill_checksums",
-    "check_session_row",
-    "lost_rows",
     "verified_cache_rows",
-    "verified_event",
 ]
 
 BACKFILL_BATCH = 2000
 """Rows read, checksummed and updated per round trip while a migration fills in the checksums."""
-
-
-def verified_event(session_id: str, seq: int, body: str, crc: int) -> SessionEvent:
-    """The event an ``events`` row holds, once its checksum proves the row is as written."""
-    if event_row_crc(session_id, seq, body.encode()) != crc:
-        raise CorruptSessionError(f'session "{session_id}" event {seq} is damaged (checksum mismatch)')
-    return parse_stored_event(session_id, seq, body)
-
-
-def check_session_row(
-    session_id: str,
-    header: str,
-    created_at: int,
-    cwd: str | None,
-    parent_session: str | None,
-    base_id: str | None,
-    base_count: int,
-    crc: int,
-) -> None:
-    """Raise :class:`CorruptSessionError` unless a ``sessions`` row's columns are the ones written."""
-    if session_row_crc(session_id, header, created_at, cwd, parent_session, base_id, base_count) != crc:
-        raise CorruptSessionError(f'stored header of session "{session_id}" is damaged (checksum mismatch)')
-
-
-def lost_rows(session_id: str, stored: int, recorded: int) -> str:
-    """The message for a log whose rows disagree with the next seq its session row recorded."""
-    return (
-        f'session "{session_id}" is damaged: its log holds events up to seq {stored - 1} but recorded '
-        f"{recorded} events (rows were lost, or the session row is damaged)"
-    )
 
 
 def verified_cache_rows(raw: Iterable[Sequence[Any]]) -> dict[str, dict[str, ProjectionRow]]:
@@ -74,20 +36,11 @@ def verified_cache_rows(raw: Iterable[Sequence[Any]]) -> dict[str, dict[str, Pro
     A row whose checksum or state does not hold up is left out: a cache row is a
     shortcut, so a damaged one is folded again from the log, never an error.
     """
-    found: dict[str, dict[str, ProjectionRow]] = {}
-    parse = loads
-    for session_id, key, version, seq, state, identity, crc in raw:
-        if cache_row_crc(session_id.encode(), key.encode(), version, seq, state.encode(), identity.encode()) != crc:
-            continue
-        try:
-            parsed = parse(state)
-        except orjson.JSONDecodeError:
-            continue
-        group = found.get(session_id)
-        if group is None:
-            group = found[session_id] = {}
-        group[key] = ProjectionRow(key, version, seq, parsed, identity)
-    return found
+    return group_projection_rows(
+        row[:6]
+        for row in raw
+        if cache_row_crc(row[0].encode(), row[1].encode(), row[2], row[3], row[4].encode(), row[5].encode()) == row[6]
+    )
 
 
 def backfill_checksums(conn: psycopg.Connection[Any], schema: str) -> None:

@@ -61,10 +61,16 @@ from dshpy.storage.base import (
     SessionInfo,
     StoredRecord,
     column_text,
-    parse_stored_event,
     parse_stored_header,
 )
-from dshpy.storage.checksum import cache_row_crc, event_row_crc, session_row_crc
+from dshpy.storage.checksum import (
+    cache_row_crc,
+    check_session_row,
+    event_row_crc,
+    lost_rows,
+    session_row_crc,
+    verified_event,
+)
 from dshpy.storage.lease import FileLease, Lease
 from dshpy.storage.projection_cache import ProjectionRow
 from dshpy.storage.sqlite_errors import SqliteErrors, store_error
@@ -160,15 +166,15 @@ _CACHE_COLUMNS = "CAST(key AS BLOB), state_version, seq, CAST(state AS BLOB), CA
 _READ_CHUNK = 4096
 
 _NONE = type(None)
-_SESSION_TYPES = ((str,), (int,), (str, _NONE), (str, _NONE), (str, _NONE), (int,), (int,))
-"""Python types of the :data:`_SESSION_COLUMNS` values: a STRICT table is only checked as it is written, so a
-damaged record header can hand back any storage class (a text column read as an integer)."""
-_INFO_TYPES = ((str,), *_SESSION_TYPES, (int,), (int, _NONE), (int, _NONE), (str, _NONE))
+_INFO_TAIL_TYPES = ((int,), (int, _NONE), (int, _NONE), (str, _NONE))
+"""Python types of an info row's values after the session row's own (next_seq, last seq, last time, forks): a
+STRICT table is only checked as it is written, so a damaged record header can hand back any storage class (a
+text column read as an integer). :func:`~dshpy.storage.checksum.check_session_row` checks the rest."""
 _CACHE_TYPES = ((bytes,), (int,), (int,), (bytes,), (bytes,), (int,))
 
 
 def _typed(values: Sequence[object], kinds: Sequence[tuple[type, ...]]) -> bool:
-    """Whether each value is of one of its column's types (see :data:`_SESSION_TYPES`)."""
+    """Whether each value is of one of its column's types (see :data:`_INFO_TAIL_TYPES`)."""
     return all(type(value) in allowed for value, allowed in zip(values, kinds, strict=True))
 _KNOWN_TYPES = tuple(sorted(KNOWN_EVENT_TYPES))
 
@@ -419,11 +425,8 @@ class SqliteStore(BaseStore):
             row = self._db.execute(f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE id = ?", (session_id,)).fetchone()
         if row is None:
             raise SessionNotFound(f'session "{session_id}" not found')
-        raw, created_at, cwd, parent, base_id, base_count, crc = row
-        if not _typed(row, _SESSION_TYPES) or session_row_crc(
-            session_id, raw, created_at, cwd, parent, base_id, base_count
-        ) != crc:
-            raise CorruptSessionError(f'stored header of session "{session_id}" is damaged (checksum mismatch)')
+        check_session_row(session_id, *row)
+        raw, _created_at, _cwd, _parent, base_id, base_count, _crc = row
         return raw, base_id, base_count
 
     def _header(self, session_id: str) -> SessionHeader:
@@ -451,7 +454,7 @@ class SqliteStore(BaseStore):
         last, base_count, recorded = row
         stored = int(base_count) if last is None else int(last) + 1
         if stored != recorded:
-            raise CorruptSessionError(_lost_rows(session_id, stored, recorded))
+            raise CorruptSessionError(lost_rows(session_id, stored, recorded))
         return stored
 
     def _own_events(self, session_id: str, from_seq: int) -> Iterator[SessionEvent]:
@@ -472,7 +475,7 @@ class SqliteStore(BaseStore):
                     raise CorruptSessionError(
                         f'session "{session_id}" is missing event {expected} (next stored: {seq})'
                     )
-                yield _verified_event(session_id, seq, body, crc)
+                yield verified_event(session_id, seq, body, crc)
                 expected += 1
             if len(rows) < _READ_CHUNK:
                 break
@@ -485,7 +488,7 @@ class SqliteStore(BaseStore):
         if now is None:
             raise SessionNotFound(f'session "{session_id}" was deleted while it was read')
         if expected < recorded[0] or (expected > from_seq and expected > now[0]):
-            raise CorruptSessionError(_lost_rows(session_id, expected, now[0]))
+            raise CorruptSessionError(lost_rows(session_id, expected, now[0]))
 
     def _append(self, session_id: str, expected_seq: int, events: Sequence[SessionEvent]) -> None:
         """The live write path: one ``BEGIN IMMEDIATE`` transaction per flush, the stored next seq re-read inside it.
@@ -603,7 +606,7 @@ class SqliteStore(BaseStore):
                     (session_id, from_seq, end, *columns, *_KNOWN_TYPES, chunk),
                 ).fetchall()
             for seq, kind, body, crc in rows:
-                event = _verified_event(session_id, seq, body, crc)
+                event = verified_event(session_id, seq, body, crc)
                 if column_text(event.type) != kind:
                     raise CorruptSessionError(f'session "{session_id}" row {seq} does not hold its indexed event')
                 if event.type in types:
@@ -633,16 +636,15 @@ class SqliteStore(BaseStore):
         session_id, raw, created_at, cwd, parent, base_id, base_count, crc, recorded, last_seq, last_time, forks = (
             values[:12]
         )
-        if not _typed(values[:12], _INFO_TYPES) or session_row_crc(
-            session_id, raw, created_at, cwd, parent, base_id, base_count
-        ) != crc:
-            raise CorruptSessionError(f'stored header of session "{session_id}" is damaged (checksum mismatch)')
+        check_session_row(session_id, raw, created_at, cwd, parent, base_id, base_count, crc)
+        if not _typed(values[8:12], _INFO_TAIL_TYPES):
+            raise CorruptSessionError(f'stored session "{session_id}" is damaged (a column of the wrong type)')
         header = parse_stored_header(session_id, raw)
         next_seq = base_count if last_seq is None else last_seq + 1
         intact = next_seq == recorded
         if not intact:
             if not lenient:
-                raise CorruptSessionError(_lost_rows(session_id, next_seq, recorded))
+                raise CorruptSessionError(lost_rows(session_id, next_seq, recorded))
             next_seq = max(next_seq, recorded)
         updated_at = created_at if last_time is None else max(created_at, last_time)
         children = tuple(sorted(forks.split("\n"))) if forks else ()
@@ -777,19 +779,3 @@ class SqliteStore(BaseStore):
 
     def _query_infos(self, session_id: str | None) -> list[SessionInfo]:
         return self._infos("", ()) if session_id is None else self._infos("WHERE s.id = ?", (session_id,))
-
-
-def _verified_event(session_id: str, seq: int, body: bytes, crc: int) -> SessionEvent:
-    """The event a row holds, once its checksum proves the row is as written."""
-    if type(seq) is not int or type(body) is not bytes or type(crc) is not int:  # a damaged record header
-        raise CorruptSessionError(f'session "{session_id}" event {seq!r} is damaged (a column of the wrong type)')
-    if event_row_crc(session_id, seq, body) != crc:
-        raise CorruptSessionError(f'session "{session_id}" event {seq} is damaged (checksum mismatch)')
-    return parse_stored_event(session_id, seq, body)
-
-
-def _lost_rows(session_id: str, stored: int, recorded: int) -> str:
-    return (
-        f'session "{session_id}" is damaged: its log holds events up to seq {stored - 1} but recorded '
-        f"{recorded} events (rows were lost, or the session row is damaged)"
-    )

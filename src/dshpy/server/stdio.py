@@ -24,12 +24,10 @@ import sys
 import threading
 from typing import Any, BinaryIO
 
-from dshpy.core.json import loads
-
 from .hub import Subscription
 from .limits import limit_error
 from .methods import Runtime
-from .protocol import DEFAULT_MAX_REQUEST_BYTES, INVALID_REQUEST, RpcError, error_frame
+from .protocol import DEFAULT_MAX_REQUEST_BYTES, INVALID_REQUEST, FrameError, RpcError, error_frame, parse_frame
 
 __all__ = ["DEFAULT_MAX_IN_FLIGHT", "StdioPeer", "serve_stdio"]
 
@@ -184,14 +182,9 @@ _NO_ANSWER = object()
 def _triage(line: bytes) -> tuple[bool, Any]:
     """Whether a request may run although the in-flight limit is reached, and the id to refuse it with."""
     try:
-        request = loads(line)
-    except ValueError:
-        return False, None
-    if not isinstance(request, dict):
-        return False, None
-    if request.get("method") in _ALWAYS_ADMITTED:
+        request = parse_frame(line)
+    except FrameError as error:
+        return False, _NO_ANSWER if error.silent else error.request_id
+    if request.method in _ALWAYS_ADMITTED:
         return True, None
-    if "id" not in request:
-        return False, _NO_ANSWER
-    request_id = request["id"]
-    return False, request_id if isinstance(request_id, str | int) and not isinstance(request_id, bool) else None
+    return False, _NO_ANSWER if request.is_notification else request.id

@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 from typing import Final
 
+from dshpy.errors import UnknownEventTypeError
+
 __all__ = [
     "IN_STEP_EVENT_TYPES",
     "IN_TURN_EVENT_TYPES",
@@ -22,6 +24,7 @@ __all__ = [
     "TURN_END_KINDS",
     "is_known_type",
     "is_plugin_type",
+    "unknown_type_error",
 ]
 
 KNOWN_EVENT_TYPES: Final = frozenset(
@@ -123,3 +126,12 @@ def is_known_type(event_type: str) -> bool:
 def is_plugin_type(event_type: str) -> bool:
     """Whether ``event_type`` is a well-formed plugin-record type."""
     return PLUGIN_TYPE_PATTERN.match(event_type) is not None
+
+
+def unknown_type_error(event_type: str, seq: int, session_id: str | None = None) -> UnknownEventTypeError:
+    """The refusal of a required event whose type this build does not know (one wording for every reader)."""
+    where = f'session "{session_id}" ' if session_id is not None else ""
+    return UnknownEventTypeError(
+        f'{where}event type "{event_type}" (seq {seq}) is unknown to this harness and not marked ignorable; '
+        "the log was likely written by a newer harness — upgrade dshpy to open it"
+    )

@@ -29,8 +29,8 @@ from dshpy.core.events import SessionEvent, SurfaceOp, assemble_event, checked_e
 from dshpy.core.ids import check_session_id, new_session_id
 from dshpy.core.json import NotJsonError, freeze_json, joined_text
 from dshpy.core.validation import validate_event_data
-from dshpy.core.vocabulary import KNOWN_EVENT_TYPES, is_plugin_type
-from dshpy.errors import EventError, ReadOnlySessionError, SurfaceError, UnknownEventTypeError
+from dshpy.core.vocabulary import KNOWN_EVENT_TYPES, is_plugin_type, unknown_type_error
+from dshpy.errors import EventError, ReadOnlySessionError, SurfaceError
 from dshpy.log.header import SessionHeader
 from dshpy.log.invariants import Lifecycle, orphan_compactions
 from dshpy.log.messages import LogView, Message, message_of
@@ -446,10 +446,7 @@ class Session:
                     "only a fork's starting log may carry session/end-seed {inherited: true}", event_type=kind, seq=seq
                 )
         elif not event.ignorable:
-            raise UnknownEventTypeError(
-                f'event type "{kind}" (seq {seq}) is unknown to this harness and not marked ignorable; '
-                "the log was likely written by a newer harness — upgrade dshpy to open it"
-            )
+            raise unknown_type_error(kind, seq)
         elif not restoring and (event.surface_op is not None or event.source_event_seqs is not None):
             # dsh readers skip an unknown ignorable record's metadata, but we never write a
             # plugin record that claims a place on the surface.

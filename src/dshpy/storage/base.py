@@ -34,7 +34,7 @@ import orjson
 from dshpy.core.events import SessionEvent, decode_event, encode_event, is_seq
 from dshpy.core.ids import check_session_id, new_session_id
 from dshpy.core.json import dumps, loads, thaw
-from dshpy.core.vocabulary import KNOWN_EVENT_TYPES
+from dshpy.core.vocabulary import KNOWN_EVENT_TYPES, unknown_type_error
 from dshpy.errors import (
     ConflictError,
     CorruptSessionError,
@@ -44,7 +44,6 @@ from dshpy.errors import (
     SessionExistsError,
     SessionNotFound,
     StoreError,
-    UnknownEventTypeError,
 )
 from dshpy.log.fork import plan_fork
 from dshpy.log.header import FORMAT_VERSION, SessionHeader
@@ -215,11 +214,7 @@ def readable(session_id: str, events: Iterable[SessionEvent]) -> Iterator[Sessio
     known = KNOWN_EVENT_TYPES
     for event in events:
         if event.type not in known and not event.ignorable:
-            raise UnknownEventTypeError(
-                f'session "{session_id}" event {event.seq} has type "{event.type}", which this harness does not '
-                "know and which is not marked ignorable; the log was likely written by a newer harness — "
-                "upgrade dshpy to read it"
-            )
+            raise unknown_type_error(event.type, event.seq, session_id)
         yield event
 
 

@@ -35,7 +35,8 @@ from typing import Protocol
 import orjson
 
 from dshpy.core.ids import check_session_id
-from dshpy.errors import ReadOnlyStoreError, SessionBusyError, SessionNotFound, StoreError
+from dshpy.errors import SessionBusyError, SessionNotFound, StoreError
+from dshpy.storage.os_errors import os_store_error
 
 __all__ = [
     "FileLease",
@@ -182,25 +183,17 @@ def _make_private_dir(directory: Path) -> None:
             raise StoreError(f"{directory} exists and is not a directory (it should hold session leases)") from None
     except FileNotFoundError:
         raise SessionNotFound(f"the store's directory {directory.parent} no longer exists") from None
-    except PermissionError as error:
-        raise ReadOnlyStoreError(f"cannot create the lease directory {directory}: {error.strerror}") from None
     except OSError as error:
-        if error.errno == errno.EROFS:
-            raise ReadOnlyStoreError(f"cannot create the lease directory {directory}: read-only filesystem") from None
-        raise
+        raise os_store_error(error, f"cannot create the lease directory {directory}") from None
 
 
 def _open_lock_file(path: Path) -> int:
     try:
         return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
-    except PermissionError as error:
-        raise ReadOnlyStoreError(f"cannot open the lease file {path}: {error.strerror}") from None
     except OSError as error:
-        if error.errno == errno.EROFS:
-            raise ReadOnlyStoreError(f"cannot open the lease file {path}: read-only filesystem") from None
         if error.errno == errno.ELOOP:
             raise StoreError(f"the lease file {path} is a symbolic link; refusing to follow it") from None
-        raise
+        raise os_store_error(error, f"cannot open the lease file {path}") from None
 
 
 def _inode_at(path: Path) -> tuple[int, int] | None:

@@ -36,7 +36,7 @@ MEMORY_SOURCE = {"kind": "plugin:cross-session-memory"}
 """Source of the injected memory message: a producer-named kind, as format v4 wants."""
 
 
-def previous_session_id(store: dshpy.BaseStore, current_id: str) -> str | None:
+def previous_session_id(store: dshpy.SessionStore, current_id: str) -> str | None:
     """The most recently active other session with at least one event (the seed's ``getPreviousSessionId``)."""
     for info in store.list():  # newest activity first
         if info.id != current_id and info.event_count > 0:
@@ -70,7 +70,7 @@ def already_injected(session: dshpy.Session) -> bool:
 class CrossSessionMemory:
     """``turn-stopping`` hook that injects a summary of the previous session's last ``last`` messages."""
 
-    def __init__(self, store: dshpy.BaseStore, *, last: int = 10, prefix: str = "[memory] ") -> None:
+    def __init__(self, store: dshpy.SessionStore, *, last: int = 10, prefix: str = "[memory] ") -> None:
         self.store = store
         self.last = last
         self.prefix = prefix  # the seed writes "[记忆] "
@@ -93,7 +93,7 @@ class CrossSessionMemory:
             agent.inject(f"{self.prefix}Earlier session {previous_id}:\n{summary}", source=MEMORY_SOURCE)
 
 
-async def demo(store: dshpy.BaseStore, config: ModelConfig) -> None:
+async def demo(store: dshpy.SessionStore, config: ModelConfig) -> None:
     """Two sessions: the second one learns what the first one was told."""
     async with ChatClient(config) as client:
         first = Agent(store.create(cwd=os.getcwd()), client, system_prompt="Answer in one short sentence.")

@@ -41,7 +41,7 @@ from dshpy.llm.client import API_KEY_HINT, ChatClient, ModelConfig, ModelConfigE
 from dshpy.log.records import system_prompt_text
 from dshpy.log.session import Session
 from dshpy.sdk.profiles import ProfileError, load_profile
-from dshpy.storage.base import BaseStore
+from dshpy.storage.contract import SessionStore
 
 from . import render
 from .app import AppState, CliError, common_options, describe_error, emit_json, pass_state
@@ -124,7 +124,7 @@ def _agent_options(func: Callable[..., Any]) -> Callable[..., Any]:
     return model_timeout_options(func)
 
 
-def _open_session(store: BaseStore, session_id: str | None) -> Session:
+def _open_session(store: SessionStore, session_id: str | None) -> Session:
     return store.open(session_id) if session_id is not None else store.create(cwd=os.getcwd())
 
 
@@ -222,7 +222,7 @@ class _Repl:
     def __init__(
         self,
         state: AppState,
-        store: BaseStore,
+        store: SessionStore,
         session: Session,
         options: _Options,
         runner: asyncio.Runner,

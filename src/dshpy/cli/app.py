@@ -35,7 +35,7 @@ from dshpy.errors import (
     FormatVersionError,
     SessionExistsError,
 )
-from dshpy.storage.base import BaseStore
+from dshpy.storage.contract import SessionStore
 from dshpy.storage.urls import default_store_url, open_store, parse_store_url
 
 __all__ = [
@@ -181,7 +181,7 @@ class AppState:
 
     store_url: str | None = None
     json: bool = False
-    store: BaseStore | None = None
+    store: SessionStore | None = None
     out_console: Console | None = field(default=None, repr=False)
     err_console: Console | None = field(default=None, repr=False)
 
@@ -191,7 +191,7 @@ class AppState:
             return self.store.url
         return self.store_url or default_store_url()
 
-    def open_store(self, *, create: bool) -> BaseStore:
+    def open_store(self, *, create: bool) -> SessionStore:
         """The store to work on. Unless ``create``, a file store that does not exist yet is an error
         (reading or changing existing sessions must not leave an empty database behind)."""
         if self.store is not None:

@@ -30,7 +30,7 @@ from dshpy.core.json import dumps, loads, thaw
 from dshpy.errors import LifecycleError
 from dshpy.projections.builtins.lifecycle import LIFECYCLE, SESSION_STATE_TYPE, SessionState
 from dshpy.projections.runner import state_of
-from dshpy.storage.base import BaseStore
+from dshpy.storage.contract import SessionStore
 
 from . import render
 from .app import AppState, CliError, DataError, common_options, emit_json, emit_json_line, pass_state
@@ -158,14 +158,14 @@ def _matcher(patterns: tuple[str, ...]) -> Callable[[str], bool]:
     return lambda kind: kind in exact or any(fnmatch.fnmatchcase(kind, pattern) for pattern in patterns)
 
 
-def _events(store: BaseStore, session_id: str, from_seq: int, types: tuple[str, ...]) -> Iterator[SessionEvent]:
+def _events(store: SessionStore, session_id: str, from_seq: int, types: tuple[str, ...]) -> Iterator[SessionEvent]:
     if types and not any(char in pattern for pattern in types for char in "*?["):
         return read_types(store, session_id, types, from_seq)  # filtered by the store when it can
     matches = _matcher(types)
     return (event for event in store.read(session_id, from_seq) if matches(event.type))
 
 
-def _follow(state: AppState, store: BaseStore, session_id: str, from_seq: int, types: tuple[str, ...]) -> None:
+def _follow(state: AppState, store: SessionStore, session_id: str, from_seq: int, types: tuple[str, ...]) -> None:
     """Print events as they are committed; Ctrl-C is the normal way out (exit 0)."""
     matches = _matcher(types)
     follower = store.follow(session_id, from_seq)

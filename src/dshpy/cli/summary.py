@@ -3,7 +3,7 @@
 A list row's turns, title and lifecycle state are projections (``stats``, ``title``,
 ``lifecycle``) read from the store's projection cache: a session whose cached rows are
 at the end of its log costs no event reads at all; others fold only the events after
-their rows (:meth:`~dshpy.BaseStore.list_projections`).
+their rows (:meth:`~dshpy.SessionStore.list_projections`).
 
 :func:`read_types` streams only the events of some types (SQLite and PostgreSQL filter
 them in SQL; other stores filter a full read).
@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from dshpy.core.events import SessionEvent
-from dshpy.storage.base import BaseStore, SessionInfo
+from dshpy.storage.contract import SessionStore
 from dshpy.storage.projection_cache import SessionProjections
+from dshpy.storage.records import SessionInfo
 
 __all__ = ["LIST_KEYS", "PROMPT_PREVIEW_CHARS", "SessionSummary", "read_types", "summary_of"]
 
@@ -25,7 +26,9 @@ PROMPT_PREVIEW_CHARS = 120
 """First prompts are cut to this many characters (whitespace collapsed)."""
 
 
-def read_types(store: BaseStore, session_id: str, types: Collection[str], from_seq: int = 0) -> Iterator[SessionEvent]:
+def read_types(
+    store: SessionStore, session_id: str, types: Collection[str], from_seq: int = 0
+) -> Iterator[SessionEvent]:
     """The events of ``types`` in seq order (database stores filter them in SQL)."""
     return store.read_types(session_id, types, from_seq)
 
@@ -86,7 +89,7 @@ def _str(value: Any, name: str) -> str | None:
 
 
 def summary_of(listed: SessionProjections) -> SessionSummary:
-    """A list row from :meth:`BaseStore.list_projections` values of :data:`LIST_KEYS`.
+    """A list row from :meth:`SessionStore.list_projections` values of :data:`LIST_KEYS`.
 
     Values of up-to-date cache rows are served as stored, so every field is
     type-checked here rather than trusted.

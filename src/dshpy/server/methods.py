@@ -33,7 +33,7 @@ from dshpy.core.events import SessionEvent
 from dshpy.llm.client import ChatClient, ModelConfig, ModelConfigError, ModelTimeouts
 from dshpy.log.records import append_resume_marker, system_prompt_text, user_message
 from dshpy.log.session import Session
-from dshpy.storage.base import BaseStore
+from dshpy.storage.contract import SessionStore
 
 from .hub import Hub, Peer
 from .limits import ServerLimits
@@ -121,7 +121,7 @@ class Runtime:
 
     def __init__(
         self,
-        store: BaseStore,
+        store: SessionStore,
         settings: ServerSettings | None = None,
         hub: Hub | None = None,
         limits: ServerLimits | None = None,

@@ -1,10 +1,12 @@
-"""The store contract every backend honours, and the logic they all share.
+"""The caller's contract implemented once, over whatever primitives and capabilities a backend declares.
 
-:class:`SessionStore` is the protocol callers program against. :class:`BaseStore`
-implements it once on top of a handful of primitives a backend provides (create a
-record, read events, conditionally append, delete), so repair, fork planning,
-export/import and validation behave identically on every backend; the shared
-contract suite in :mod:`dshpy.testing.contract` checks exactly that.
+:class:`BaseStore` answers every call of :class:`~dshpy.storage.contract.SessionStore`
+on top of the primitives in :mod:`dshpy.storage.backend`, so repair, fork planning,
+export/import, validation and the projection cache behave identically on every
+backend; the shared contract suite in :mod:`dshpy.testing.contract` checks exactly
+that. Where a backend declares a capability (zero-copy forks, metadata queries, a
+change feed, ...) the matching call takes it; otherwise a generic path gives the same
+answer more slowly.
 
 Conditional append keeps every log consistent: a batch commits only if the stored
 log ends exactly where the writer expected. Re-sending a batch that already
@@ -12,9 +14,9 @@ committed with identical bytes succeeds without writing, so a client that lost t
 reply can simply retry.
 
 On top of it, each session has one live writer at a time: ``create``/``open``/``fork``
-take the session's lease (:meth:`BaseStore._lease`, see :mod:`dshpy.storage.lease`)
-before reading and hold it until ``close``, so ``open``'s crash repair never closes a
-turn another live handle is still writing. Readers never need the lease.
+take the session's lease (or the backend's own writer) before reading and hold it
+until ``close``, so ``open``'s crash repair never closes a turn another live handle is
+still writing. Readers never need the lease.
 """
 
 from __future__ import annotations
@@ -23,11 +25,9 @@ import builtins
 import hashlib
 import logging
 import time
-from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, cast
 
 import orjson
 
@@ -54,6 +54,19 @@ from dshpy.projections.checkpoint import CachedState
 from dshpy.projections.definition import ProjectionDefinition
 from dshpy.projections.registry import ProjectionRegistry, default_registry
 from dshpy.projections.runner import Snapshot, attach
+from dshpy.storage.backend import (
+    BulkListing,
+    ChangeFeed,
+    IndexedReads,
+    MetadataQueries,
+    OwnWriters,
+    ProjectionCache,
+    StorageBackend,
+    WriterLeases,
+    ZeroCopyForks,
+    capabilities_of,
+)
+from dshpy.storage.contract import SessionStore
 from dshpy.storage.follow import StopSignal, check_follow_args, check_from_seq, poll_follow
 from dshpy.storage.lease import Lease
 from dshpy.storage.projection_cache import (
@@ -66,6 +79,7 @@ from dshpy.storage.projection_cache import (
     rows_of,
     session_identity,
 )
+from dshpy.storage.records import SessionInfo, StoredRecord
 
 __all__ = [
     "EXPORT_FORMAT",
@@ -81,99 +95,6 @@ __all__ = [
 EXPORT_FORMAT = "dshpy.session-export"
 
 log = logging.getLogger("dshpy.storage")
-
-
-@dataclass(frozen=True, slots=True)
-class SessionInfo:
-    """What ``list``/``stat`` report about one stored session."""
-
-    id: str
-    header: SessionHeader
-    event_count: int
-    updated_at: int
-    """Time of the last event (epoch ms), or ``createdAt`` for an empty log."""
-    forks: tuple[str, ...] = ()
-    """Ids of sessions forked from this one that this store knows."""
-
-    @property
-    def created_at(self) -> int:
-        return self.header.created_at
-
-    @property
-    def cwd(self) -> str | None:
-        return self.header.cwd
-
-    @property
-    def parent_session(self) -> str | None:
-        return self.header.parent_session
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "createdAt": self.header.created_at,
-            "updatedAt": self.updated_at,
-            "cwd": self.header.cwd,
-            "parentSession": self.header.parent_session,
-            "isSeeded": self.header.is_seeded,
-            "eventCount": self.event_count,
-            "forks": list(self.forks),
-        }
-
-
-@dataclass(slots=True)
-class StoredRecord:
-    """A backend's view of one session: header, lineage base, and its own events."""
-
-    header: SessionHeader
-    base: tuple[str, int] | None = None
-    """``(parent id, inherited count)`` when the prefix is read from the parent (zero-copy fork)."""
-    events: list[SessionEvent] = field(default_factory=list)
-
-
-@runtime_checkable
-class SessionStore(Protocol):
-    """The persistence interface (DESIGN.md §6); see :class:`BaseStore` for the semantics."""
-
-    url: str
-    zero_copy_fork: bool
-
-    def create(
-        self, *, session_id: str | None = None, cwd: str | None = None, write_behind_ms: int | None = None
-    ) -> Session: ...
-    def open(self, session_id: str, *, write_behind_ms: int | None = None) -> Session: ...
-    def inspect(self, session_id: str) -> Session: ...
-    def read(self, session_id: str, from_seq: int = 0) -> Iterator[SessionEvent]: ...
-    def read_types(self, session_id: str, types: Iterable[str], from_seq: int = 0) -> Iterator[SessionEvent]: ...
-    def follow(
-        self, session_id: str, from_seq: int = 0, *, poll_interval: float = 0.2, stop: StopSignal = None
-    ) -> Iterator[SessionEvent]: ...
-    def append(self, session_id: str, events: Sequence[SessionEvent], *, expected_seq: int) -> None: ...
-    def fork(
-        self,
-        session_id: str,
-        boundary: int | None = None,
-        *,
-        child_id: str | None = None,
-        close_open_turn: bool = False,
-    ) -> Session: ...
-    def fork_stored(
-        self,
-        session_id: str,
-        boundary: int | None = None,
-        *,
-        child_id: str | None = None,
-        close_open_turn: bool = False,
-    ) -> SessionInfo: ...
-    def list(self) -> list[SessionInfo]: ...
-    def stat(self, session_id: str) -> SessionInfo: ...
-    def exists(self, session_id: str) -> bool: ...
-    def export(self, session_id: str) -> dict[str, Any]: ...
-    def import_session(self, document: dict[str, Any], *, session_id: str | None = None) -> SessionInfo: ...
-    def delete(self, session_id: str, *, detach_forks: bool = False) -> None: ...
-    def projections(
-        self, session_id: str, keys: Iterable[str] | None = None, *, registry: ProjectionRegistry | None = None
-    ) -> Snapshot: ...
-    def close(self) -> None: ...
 
 
 def parse_stored_header(session_id: str, raw: str | bytes) -> SessionHeader:
@@ -265,130 +186,81 @@ class _StoreWriter:
             lease.release()
 
 
-class BaseStore(ABC):
-    """Shared store logic over backend primitives.
+class BaseStore(StorageBackend):
+    """The caller's contract (:class:`~dshpy.storage.contract.SessionStore`) implemented once over a backend.
 
-    A backend implements the ``_`` methods below. Every public method validates the
-    session id first, so no backend ever sees an unchecked id.
+    A backend subclasses this, provides :class:`~dshpy.storage.backend.StorageBackend`'s
+    primitives and declares the capabilities it offers (see :mod:`dshpy.storage.backend`);
+    the declaration is checked once, when the subclass is built. Every public method
+    validates the session id first, so no backend ever sees an unchecked id.
     """
 
     url: str = ""
     zero_copy_fork: bool = False
     """Whether forks read the parent's prefix instead of copying it (then deletes must detach)."""
+    _capabilities: frozenset[str] = frozenset()
 
-    # -- primitives -----------------------------------------------------------------
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._capabilities = capabilities_of(cls)
+        cls.zero_copy_fork = "zero_copy_forks" in cls._capabilities
 
-    @abstractmethod
-    def _insert(self, record: StoredRecord) -> None:
-        """Create a session record atomically; raise SessionExistsError if the id is taken."""
+    @property
+    def capabilities(self) -> frozenset[str]:
+        """Names of the capabilities this store's backend declares (``dshpy.storage.backend.CAPABILITIES``)."""
+        return self._capabilities
 
-    @abstractmethod
-    def _header(self, session_id: str) -> SessionHeader:
-        """The stored header; raise SessionNotFound."""
+    # -- capabilities, or the generic path --------------------------------------------------
 
-    @abstractmethod
-    def _base(self, session_id: str) -> tuple[str, int] | None:
-        """The zero-copy lineage base of a session, if any."""
+    def _lineage(self, session_id: str) -> tuple[str, int] | None:
+        """``(parent, inherited count)`` of a zero-copy fork, else ``None``."""
+        return cast(ZeroCopyForks, self)._base(session_id) if self.zero_copy_fork else None
 
-    @abstractmethod
-    def _own_events(self, session_id: str, from_seq: int) -> Iterator[SessionEvent]:
-        """The session's own stored events with seq >= ``from_seq`` (absolute seqs)."""
+    def _shared_with(self, session_id: str) -> builtins.list[str]:
+        """Forks that read this session's prefix in place."""
+        return cast(ZeroCopyForks, self)._children(session_id) if self.zero_copy_fork else []
 
-    @abstractmethod
-    def _length(self, session_id: str) -> int:
-        """Next seq of the full log (inherited prefix included)."""
+    def _cache_rows(self, session_id: str) -> builtins.list[ProjectionRow]:
+        if "projection_cache" not in self._capabilities:
+            return []  # no cache: every projection is folded from the log
+        return cast(ProjectionCache, self)._load_projection_rows(session_id)
 
-    @abstractmethod
-    def _append(self, session_id: str, expected_seq: int, events: Sequence[SessionEvent]) -> None:
-        """Store ``events`` iff the log's next seq is ``expected_seq``, atomically.
+    def _store_cache_rows(self, session_id: str, rows: Sequence[ProjectionRow]) -> None:
+        if "projection_cache" in self._capabilities:
+            cast(ProjectionCache, self)._save_projection_rows(session_id, rows)
 
-        Raise ConflictError otherwise. Identical re-sends are handled by the caller.
-        """
-
-    @abstractmethod
-    def _remove(self, session_id: str) -> None:
-        """Delete one record (the caller has handled dependent forks)."""
-
-    @abstractmethod
-    def _ids(self) -> list[str]:
-        """Every stored session id."""
-
-    @abstractmethod
-    def _children(self, session_id: str) -> list[str]:
-        """Ids of sessions whose zero-copy base is ``session_id``."""
-
-    def _rebase(self, session_id: str, prefix: Sequence[SessionEvent]) -> None:
-        """Copy an inherited ``prefix`` into a child so it no longer reads from its parent."""
-        raise StoreError(f"{type(self).__name__} does not share fork prefixes")
-
-    def _load_projection_rows(self, session_id: str) -> builtins.list[ProjectionRow]:
-        """The session's stored projection cache rows, any identity (unreadable rows are left out).
-
-        This default keeps no cache: every projection is folded from the log.
-        """
-        return []
-
-    def _save_projection_rows(self, session_id: str, rows: Sequence[ProjectionRow]) -> None:
-        """Upsert cache rows by ``(session_id, key)``; callers only pass rows behind the durable log.
-
-        The last write wins: every row written is valid for its identity, so a cold
-        reader racing the live writer can at worst leave an older row (a longer tail to
-        fold), and a row that went bad (beyond a log restored from a backup) is simply
-        replaced. Rows of other keys stay. This default keeps no cache.
-        """
-
-    def _list_projection_rows(self, keys: Sequence[str]) -> dict[str, dict[str, ProjectionRow]]:
-        """Cache rows of ``keys`` for every session: session id → key → row (backends override with one query)."""
-        wanted = frozenset(keys)
-        rows: dict[str, dict[str, ProjectionRow]] = {}
-        for session_id in self._ids():
-            try:
-                found = {row.key: row for row in self._load_projection_rows(session_id) if row.key in wanted}
-            except (DshError, OSError):
-                continue
-            if found:
-                rows[session_id] = found
-        return rows
-
-    def _lease(self, session_id: str) -> Lease | None:
-        """Take the session's single-writer lease (see :mod:`dshpy.storage.lease`), without waiting.
-
-        Raise :class:`~dshpy.errors.SessionBusyError` naming the holder while another
-        live handle holds it. ``None`` means the backend has no lease of its own here
-        (JSONL locks inside its own writer instead). The lease does not need the
-        session to exist, so ``create`` can take it before the record is visible.
-        """
-        return None
+    def _take_lease(self, session_id: str) -> Lease | None:
+        """The session's lease, or ``None`` where the backend has none or keeps it in its own writers."""
+        return cast(WriterLeases, self)._lease(session_id) if "writer_leases" in self._capabilities else None
 
     @contextmanager
     def _leased(self, session_id: str) -> Iterator[None]:
         """Hold the session's lease for one write done outside a live handle (a raw append, a delete)."""
-        lease = self._lease(session_id)
+        lease = self._take_lease(session_id)
         try:
             yield
         finally:
             if lease is not None:
                 lease.release()
 
-    def _writer(self, session_id: str) -> SessionWriter:
-        """The writer a live session appends through.
+    def _live_writer(self, session_id: str) -> SessionWriter:
+        """The writer a live session appends through, its exclusion taken before the session is read.
 
-        Called before the session is read, so ``open`` repairs only a log it owns: the
-        lease is taken here (SessionBusyError while another writer holds it) and
-        released in the writer's ``close()``.
+        So ``open`` repairs only a log it owns: SessionBusyError while another writer
+        holds the session; released by the writer's ``close()``.
         """
-        return _StoreWriter(self, self._lease(session_id))
+        if "own_writers" in self._capabilities:
+            return cast(OwnWriters, self)._writer(session_id)
+        return _StoreWriter(self, self._take_lease(session_id))
 
-    def _insert_writer(self, record: StoredRecord) -> SessionWriter:
-        """Create a record and return the writer of its live session (used by ``create``).
-
-        The lease is taken before the record becomes visible, so no other writer can
-        claim a new session first.
-        """
+    def _create_live(self, record: StoredRecord) -> SessionWriter:
+        """Create a record and return its live writer; the exclusion is taken before the record is visible."""
+        if "own_writers" in self._capabilities:
+            return cast(OwnWriters, self)._insert_writer(record)
         session_id = record.header.id
         if self.exists(session_id):
             raise SessionExistsError(f'session "{session_id}" already exists')
-        lease = self._lease(session_id)
+        lease = self._take_lease(session_id)
         try:
             self._insert(record)
         except BaseException:
@@ -439,17 +311,21 @@ class BaseStore(ABC):
     ) -> Iterator[SessionEvent]:
         if not types:
             return
-        base = self._base(session_id)
+        base = self._lineage(session_id)
         if base is not None and from_seq < base[1]:
             parent, inherited = base
             yield from self._typed_chain(parent, types, from_seq, inherited if until is None else min(until, inherited))
             from_seq = inherited
-        yield from readable(session_id, self._own_typed_events(session_id, types, from_seq, until))
+        if "indexed_reads" in self._capabilities:
+            own = cast(IndexedReads, self)._own_typed_events(session_id, types, from_seq, until)
+        else:
+            own = self._filtered_own_events(session_id, types, from_seq, until)
+        yield from readable(session_id, own)
 
-    def _own_typed_events(
+    def _filtered_own_events(
         self, session_id: str, types: tuple[str, ...], from_seq: int, until: int | None
     ) -> Iterator[SessionEvent]:
-        """The session's own events of ``types`` with ``from_seq <= seq < until``; this default filters a read."""
+        """Without :class:`~dshpy.storage.backend.IndexedReads`: the session's own events, filtered here."""
         for event in self._own_events(session_id, from_seq):
             if until is not None and event.seq >= until:
                 return
@@ -464,17 +340,19 @@ class BaseStore(ABC):
         Stored events come first, then new ones as they are committed (by this process or
         any other). Reads go by seq, so nothing is skipped or repeated. ``stop`` is a
         :class:`threading.Event` or a callable returning True; without it the generator
-        runs until closed. This default polls every ``poll_interval`` seconds; backends
-        with change notifications override it to wake up at once. The id and the
+        runs until closed. Without :class:`~dshpy.storage.backend.ChangeFeed` it polls
+        every ``poll_interval`` seconds; with it, it wakes when a writer commits. The id and the
         session's existence are checked before the first event is asked for.
         """
         check_session_id(session_id)
         check_follow_args(from_seq, poll_interval)
         self._header(session_id)
+        if "change_feed" in self._capabilities:
+            return cast(ChangeFeed, self)._follow(session_id, from_seq, poll_interval, stop)
         return poll_follow(self.read, session_id, from_seq, poll_interval, stop)
 
     def _read_chain(self, session_id: str, from_seq: int) -> Iterator[SessionEvent]:
-        base = self._base(session_id)
+        base = self._lineage(session_id)
         if base is not None:
             parent, inherited = base
             if from_seq < inherited:
@@ -499,20 +377,10 @@ class BaseStore(ABC):
                 raise
             raise CorruptSessionError(f'stored session "{header.id}" failed validation: {error}') from error
 
-    def _query_infos(self, session_id: str | None) -> builtins.list[SessionInfo] | None:
-        """Metadata of one session (or all, for ``None``) in a single query, or ``None`` to use the generic path.
-
-        Database backends override this so that ``stat`` and ``list`` never read events.
-        """
-        return None
-
     def stat(self, session_id: str) -> SessionInfo:
         check_session_id(session_id)
-        queried = self._query_infos(session_id)
-        if queried is not None:
-            if not queried:
-                raise SessionNotFound(f'session "{session_id}" not found')
-            return queried[0]
+        if "metadata_queries" in self._capabilities:
+            return cast(MetadataQueries, self)._session_info(session_id)
         header = self._header(session_id)
         length = self._length(session_id)
         updated = header.created_at
@@ -522,13 +390,23 @@ class BaseStore(ABC):
                 updated = max(updated, last.time)
         return SessionInfo(session_id, header, length, updated, tuple(self._forks_of(session_id)))
 
-    def _forks_of(self, session_id: str) -> list[str]:
-        return sorted(other for other in self._ids() if self._header(other).parent_session == session_id)
+    def _forks_of(self, session_id: str) -> builtins.list[str]:
+        """Sessions whose header names ``session_id`` as parent; a session whose header cannot be read is skipped."""
+        forks: builtins.list[str] = []
+        for other in self._ids():
+            try:
+                if self._header(other).parent_session == session_id:
+                    forks.append(other)
+            except (CorruptSessionError, FormatVersionError, SessionNotFound) as error:
+                log.warning("not listing session %s: %s", other, error)
+        return sorted(forks)
 
-    def list(self) -> list[SessionInfo]:
+    def list(self) -> builtins.list[SessionInfo]:
         """Every session, newest activity first."""
-        queried = self._query_infos(None)
-        infos = queried if queried is not None else [self.stat(session_id) for session_id in self._ids()]
+        if "bulk_listing" in self._capabilities:
+            infos = cast(BulkListing, self)._list_infos()
+        else:
+            infos = [self.stat(session_id) for session_id in self._ids()]
         infos.sort(key=lambda info: (info.updated_at, info.id), reverse=True)
         return infos
 
@@ -553,7 +431,7 @@ class BaseStore(ABC):
         header = SessionHeader.new(
             sid, cwd=cwd, agent_preset=agent_preset, origin=origin, delegation_depth=delegation_depth
         )
-        writer = CacheWriter(self, self._insert_writer(StoredRecord(header)), header, 0)
+        writer = CacheWriter(self, self._create_live(StoredRecord(header)), header, 0)
         session = Session(header, writer=writer)
         writer.bind(session)
         attach(session)  # the lifecycle guard is in place from the first append
@@ -564,7 +442,7 @@ class BaseStore(ABC):
         """Open a live session; an interrupted turn is closed durably first (crash repair)."""
         check_session_id(session_id)
         self._header(session_id)
-        writer = self._writer(session_id)  # taken before reading: a locking backend reads what it owns
+        writer = self._live_writer(session_id)  # taken before reading: a locking backend reads what it owns
         try:
             header, events = self._load(session_id)
             cache = CacheWriter(self, writer, header, len(events))
@@ -598,7 +476,7 @@ class BaseStore(ABC):
     def _cached_states(self, header: SessionHeader) -> dict[str, CachedState]:
         """The session's cache rows recorded under its current identity (none if the cache cannot be read)."""
         try:
-            rows = self._load_projection_rows(header.id)
+            rows = self._cache_rows(header.id)
         except (DshError, OSError) as error:
             log.warning("projection cache of session %s not read: %s", header.id, error)
             return {}
@@ -608,7 +486,7 @@ class BaseStore(ABC):
         if not states:
             return
         try:
-            self._save_projection_rows(header.id, rows_of(header, states))
+            self._store_cache_rows(header.id, rows_of(header, states))
         except (DshError, OSError) as error:
             log.warning("projection cache of session %s not written: %s", header.id, error)
 
@@ -664,7 +542,7 @@ class BaseStore(ABC):
         log cannot be read is listed with ``error`` set instead of values.
         """
         definitions = self._definitions(keys, registry)
-        infos, rows = self._infos_and_projection_rows([d.key for d in definitions])
+        infos, rows = self._listing_with_rows([d.key for d in definitions])
         if limit is not None:
             infos = infos[:limit]
         versions = [(d.key, d.state_version) for d in definitions]
@@ -694,11 +572,16 @@ class BaseStore(ABC):
             listed.append(SessionProjections(info, snapshot["as_of_seq"], snapshot["values"]))
         return listed
 
-    def _infos_and_projection_rows(
+    def _listing_with_rows(
         self, keys: Sequence[str]
     ) -> tuple[builtins.list[SessionInfo], dict[str, dict[str, ProjectionRow]]]:
-        """:meth:`list` and :meth:`_list_projection_rows` (backends read both in one snapshot when they can)."""
-        return self.list(), self._list_projection_rows(keys)
+        """:meth:`list` and the cache rows of ``keys``, in one snapshot where the backend offers it."""
+        if "metadata_queries" in self._capabilities:
+            return cast(MetadataQueries, self)._infos_and_projection_rows(keys)
+        infos = self.list()
+        if "projection_cache" not in self._capabilities:
+            return infos, {}
+        return infos, cast(ProjectionCache, self)._list_projection_rows(keys)
 
     def append(self, session_id: str, events: Sequence[SessionEvent], *, expected_seq: int) -> None:
         """Validate ``events`` against the stored log and append them conditionally.
@@ -783,7 +666,7 @@ class BaseStore(ABC):
         DEFAULT_CHAIN.plan(parent_header.version, session_id)
         length = self._length(session_id)
         target = length - 1 if boundary is None else boundary
-        window = self._turn_window(session_id, target) if is_seq(target) and 0 <= target < length else []
+        window = self._window_at(session_id, target) if is_seq(target) and 0 <= target < length else []
         plan = plan_fork(window, boundary, length=length, session_id=session_id, close_open_turn=close_open_turn)
         header = SessionHeader.new(
             cid,
@@ -806,11 +689,13 @@ class BaseStore(ABC):
         self._save_fail_soft(header, {k: c for k, c in inherited_rows.items() if c.seq < plan.inherited_count})
         return self.stat(cid)
 
-    def _turn_window(self, session_id: str, boundary: int) -> builtins.list[SessionEvent]:
+    def _window_at(self, session_id: str, boundary: int) -> builtins.list[SessionEvent]:
         """Events from the last ``turn/start``/``turn/end`` at or before ``boundary`` through ``boundary``.
 
-        This default reads the log from the start; backends that can seek override it.
+        Without :class:`~dshpy.storage.backend.IndexedReads` the log is read from the start.
         """
+        if "indexed_reads" in self._capabilities:
+            return cast(IndexedReads, self)._turn_window(session_id, boundary)
         window: builtins.list[SessionEvent] = []
         for event in self._read_chain(session_id, 0):
             if event.seq > boundary:
@@ -825,7 +710,7 @@ class BaseStore(ABC):
         and while a live handle holds it (:class:`~dshpy.errors.SessionBusyError`)."""
         check_session_id(session_id)
         self._header(session_id)
-        children = self._children(session_id)
+        children = self._shared_with(session_id)
         if children and not detach_forks:
             names = ", ".join(children)
             raise StoreError(
@@ -834,10 +719,10 @@ class BaseStore(ABC):
             )
         with self._leased(session_id):  # never pull a session from under its live writer; its lease goes with it
             for child in children:
-                base = self._base(child)
+                base = self._lineage(child)
                 assert base is not None
                 prefix = [event for event in self._read_chain(session_id, 0) if event.seq < base[1]]
-                self._rebase(child, prefix)
+                cast(ZeroCopyForks, self)._rebase(child, prefix)
             self._remove(session_id)
 
     # -- export / import --------------------------------------------------------------

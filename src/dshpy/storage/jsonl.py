@@ -68,7 +68,8 @@ from dshpy.errors import (
 from dshpy.log.header import FORMAT_VERSION, SessionHeader
 from dshpy.log.session import SessionWriter
 from dshpy.log.versions import DEFAULT_CHAIN
-from dshpy.storage.base import BaseStore, SessionInfo, StoredRecord
+from dshpy.storage.backend import BulkListing, OwnWriters, ProjectionCache
+from dshpy.storage.base import BaseStore
 from dshpy.storage.json_prefix import is_json_object_prefix
 from dshpy.storage.jsonl_layout import (
     LOCK_FILENAME,
@@ -80,6 +81,7 @@ from dshpy.storage.jsonl_layout import (
 )
 from dshpy.storage.os_errors import os_store_error
 from dshpy.storage.projection_cache import ProjectionRow
+from dshpy.storage.records import SessionInfo, StoredRecord
 from dshpy.storage.urls import StoreURL
 from dshpy.storage.zstd_frames import (
     ZstdFrameError,
@@ -379,13 +381,11 @@ class _ScanCache:
             self.entries.pop(path, None)
 
 
-class JsonlStore(BaseStore):
+class JsonlStore(BaseStore, BulkListing, ProjectionCache, OwnWriters):
     """Sessions as dsh v4 JSONL logs under ``root`` (``compression``: ``"zstd"`` or ``"none"``).
 
     Forks copy the inherited prefix into the child's own log, as dsh does.
     """
-
-    zero_copy_fork = False
 
     def __init__(self, root: str | os.PathLike[str], *, compression: str = "zstd") -> None:
         if compression not in COMPRESSIONS:
@@ -851,9 +851,6 @@ class JsonlStore(BaseStore):
     def _header(self, session_id: str) -> SessionHeader:
         return self._read_header(session_id, self._locate(session_id))
 
-    def _base(self, session_id: str) -> tuple[str, int] | None:
-        return None
-
     def _own_events(self, session_id: str, from_seq: int) -> Iterator[SessionEvent]:
         scan = self._scan(session_id)
         events = scan.events
@@ -902,9 +899,6 @@ class JsonlStore(BaseStore):
 
     def _ids(self) -> list[str]:
         return [session_id for session_id, _ in self._scan_root()]
-
-    def _children(self, session_id: str) -> list[str]:
-        return []
 
     # -- projection cache ---------------------------------------------------------------
     #
@@ -1004,11 +998,8 @@ class JsonlStore(BaseStore):
                 log.warning("not listing session %s: %s", session_id, error)
         return headers
 
-    def _forks_of(self, session_id: str) -> list[str]:
-        return sorted(sid for sid, _, header in self._readable_headers() if header.parent_session == session_id)
-
-    def list(self) -> list[SessionInfo]:
-        """Every readable session, newest activity first (headers plus a cheap event count)."""
+    def _list_infos(self) -> list[SessionInfo]:
+        """Every readable session (headers plus a cheap event count); unreadable ones are skipped with a warning."""
         headers = self._readable_headers()
         forks: dict[str, list[str]] = {}
         for session_id, _, header in headers:
@@ -1023,7 +1014,6 @@ class JsonlStore(BaseStore):
                 continue
             updated = header.created_at if scan.last_time is None else max(header.created_at, scan.last_time)
             infos.append(SessionInfo(session_id, header, scan.count, updated, tuple(sorted(forks.get(session_id, ())))))
-        infos.sort(key=lambda info: (info.updated_at, info.id), reverse=True)
         return infos
 
 

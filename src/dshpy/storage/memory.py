@@ -15,17 +15,17 @@ from collections.abc import Iterator, Sequence
 from dshpy.core.events import SessionEvent
 from dshpy.errors import ConflictError, SessionExistsError, SessionNotFound
 from dshpy.log.header import SessionHeader
-from dshpy.storage.base import BaseStore, StoredRecord
+from dshpy.storage.backend import ProjectionCache, WriterLeases, ZeroCopyForks
+from dshpy.storage.base import BaseStore
 from dshpy.storage.lease import Lease, LocalLeases
 from dshpy.storage.projection_cache import ProjectionRow
+from dshpy.storage.records import StoredRecord
 
 __all__ = ["MemoryStore"]
 
 
-class MemoryStore(BaseStore):
+class MemoryStore(BaseStore, ZeroCopyForks, ProjectionCache, WriterLeases):
     """Sessions held in a dict; forks share their parent's events without copying."""
-
-    zero_copy_fork = True
 
     def __init__(self) -> None:
         self.url = "memory:"
@@ -97,6 +97,12 @@ class MemoryStore(BaseStore):
             stored = self._projection_rows.setdefault(session_id, {})
             for row in rows:
                 stored[row.key] = row
+
+    def _list_projection_rows(self, keys: Sequence[str]) -> dict[str, dict[str, ProjectionRow]]:
+        wanted = frozenset(keys)
+        with self._lock:
+            found = {sid: {k: r for k, r in rows.items() if k in wanted} for sid, rows in self._projection_rows.items()}
+        return {sid: rows for sid, rows in found.items() if rows}
 
     def _ids(self) -> list[str]:
         return list(self._records)

@@ -44,7 +44,6 @@ import psycopg
 import psycopg_pool
 
 from dshpy.core.events import SessionEvent, encode_event
-from dshpy.core.ids import check_session_id
 from dshpy.core.json import dumps
 from dshpy.core.vocabulary import KNOWN_EVENT_TYPES
 from dshpy.errors import (
@@ -56,13 +55,15 @@ from dshpy.errors import (
     StoreUnavailableError,
 )
 from dshpy.log.header import SessionHeader
-from dshpy.storage.base import (
-    BaseStore,
-    SessionInfo,
-    StoredRecord,
-    column_text,
-    parse_stored_header,
+from dshpy.storage.backend import (
+    ChangeFeed,
+    IndexedReads,
+    MetadataQueries,
+    ProjectionCache,
+    WriterLeases,
+    ZeroCopyForks,
 )
+from dshpy.storage.base import BaseStore, column_text, parse_stored_header
 from dshpy.storage.checksum import (
     cache_row_crc,
     check_session_row,
@@ -71,7 +72,7 @@ from dshpy.storage.checksum import (
     session_row_crc,
     verified_event,
 )
-from dshpy.storage.follow import StopSignal, check_follow_args
+from dshpy.storage.follow import StopSignal
 from dshpy.storage.postgres_checksums import verified_cache_rows
 from dshpy.storage.postgres_connect import (
     PostgresOptions,
@@ -84,6 +85,7 @@ from dshpy.storage.postgres_follow import notify_follow
 from dshpy.storage.postgres_lease import AdvisoryLease, holder_of, lease_key
 from dshpy.storage.postgres_schema import MIGRATIONS, prepare_schema
 from dshpy.storage.projection_cache import ProjectionRow
+from dshpy.storage.records import SessionInfo, StoredRecord
 from dshpy.storage.urls import StoreURL, parse_store_url
 
 __all__ = ["PostgresStore"]
@@ -183,7 +185,7 @@ def _columns(session_id: str, events: Sequence[SessionEvent]) -> _Columns:
 _KNOWN_TYPES = sorted(KNOWN_EVENT_TYPES)
 
 
-class PostgresStore(BaseStore):
+class PostgresStore(BaseStore, ZeroCopyForks, MetadataQueries, ProjectionCache, IndexedReads, ChangeFeed, WriterLeases):
     """Sessions in a PostgreSQL schema, through a psycopg connection pool.
 
     ``dsn`` is a ``postgresql://`` URL; ``schema`` (default ``dshpy``), ``pool_min`` and
@@ -191,7 +193,6 @@ class PostgresStore(BaseStore):
     other query option goes to libpq. The schema is created or migrated on first use.
     """
 
-    zero_copy_fork = True
     follow_resync_s = 5.0
     """A follower re-reads at least this often even without a notification (one lost
     NOTIFY, e.g. across a reconnect, only delays events, never loses them)."""
@@ -456,10 +457,8 @@ class PostgresStore(BaseStore):
 
     # -- following ----------------------------------------------------------------------------
 
-    def follow(
-        self, session_id: str, from_seq: int = 0, *, poll_interval: float = 0.2, stop: StopSignal = None
-    ) -> Iterator[SessionEvent]:
-        """Like :meth:`BaseStore.follow`, woken by LISTEN/NOTIFY instead of polling.
+    def _follow(self, session_id: str, from_seq: int, poll_interval: float, stop: StopSignal) -> Iterator[SessionEvent]:
+        """Woken by LISTEN/NOTIFY instead of polling.
 
         A dedicated connection LISTENs on this schema's channel; every committed
         append notifies it with the session id and new next seq. The follower still
@@ -467,9 +466,6 @@ class PostgresStore(BaseStore):
         re-reads every :attr:`follow_resync_s` seconds anyway. ``poll_interval`` bounds
         how long a ``stop`` takes to be noticed.
         """
-        check_session_id(session_id)
-        check_follow_args(from_seq, poll_interval)
-        self._header(session_id)
         return notify_follow(
             read=self.read,
             listen=lambda: connect(self._options.conninfo),
@@ -538,8 +534,14 @@ class PostgresStore(BaseStore):
         updated_at = int(created_at) if last_time is None else max(int(created_at), int(last_time))
         return SessionInfo(session_id, header, next_seq, updated_at, tuple(sorted(forks or ()))), intact
 
-    def _query_infos(self, session_id: str | None) -> list[SessionInfo]:
-        return self._infos("", ()) if session_id is None else self._infos(" WHERE t.id = %s", (session_id,))
+    def _list_infos(self) -> list[SessionInfo]:
+        return self._infos("", ())
+
+    def _session_info(self, session_id: str) -> SessionInfo:
+        found = self._infos(" WHERE t.id = %s", (session_id,))
+        if not found:
+            raise SessionNotFound(f'session "{session_id}" not found')
+        return found[0]
 
     # -- projection cache ---------------------------------------------------------------------
 

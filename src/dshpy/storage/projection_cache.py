@@ -283,7 +283,7 @@ class CacheWriter:
         if seq >= self._durable or mark == self._saved:
             return False  # ahead of the durable log (a flush failed or is pending), or already written
         try:
-            self._store._save_projection_rows(self._header.id, rows_of(self._header, rows))
+            self._store._store_cache_rows(self._header.id, rows_of(self._header, rows))
         except (DshError, OSError) as error:
             log.warning("projection cache of session %s not written: %s", self._header.id, error)
             return False

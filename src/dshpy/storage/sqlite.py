@@ -56,13 +56,8 @@ from dshpy.errors import (
     StoreError,
 )
 from dshpy.log.header import SessionHeader
-from dshpy.storage.base import (
-    BaseStore,
-    SessionInfo,
-    StoredRecord,
-    column_text,
-    parse_stored_header,
-)
+from dshpy.storage.backend import IndexedReads, MetadataQueries, ProjectionCache, WriterLeases, ZeroCopyForks
+from dshpy.storage.base import BaseStore, column_text, parse_stored_header
 from dshpy.storage.checksum import (
     cache_row_crc,
     check_session_row,
@@ -73,6 +68,7 @@ from dshpy.storage.checksum import (
 )
 from dshpy.storage.lease import FileLease, Lease
 from dshpy.storage.projection_cache import ProjectionRow
+from dshpy.storage.records import SessionInfo, StoredRecord
 from dshpy.storage.sqlite_errors import SqliteErrors, store_error
 
 __all__ = ["APPLICATION_ID", "SCHEMA_MIGRATIONS", "SqliteStore"]
@@ -176,6 +172,8 @@ _CACHE_TYPES = ((bytes,), (int,), (int,), (bytes,), (bytes,), (int,))
 def _typed(values: Sequence[object], kinds: Sequence[tuple[type, ...]]) -> bool:
     """Whether each value is of one of its column's types (see :data:`_INFO_TAIL_TYPES`)."""
     return all(type(value) in allowed for value, allowed in zip(values, kinds, strict=True))
+
+
 _KNOWN_TYPES = tuple(sorted(KNOWN_EVENT_TYPES))
 
 EventRow = tuple[str, int, str, int, bytes, int]
@@ -226,10 +224,8 @@ def _writable(path: Path) -> bool:
     return os.access(path, os.W_OK) and os.access(path.parent, os.W_OK | os.X_OK)
 
 
-class SqliteStore(BaseStore):
+class SqliteStore(BaseStore, ZeroCopyForks, MetadataQueries, ProjectionCache, IndexedReads, WriterLeases):
     """Sessions in one SQLite file (WAL, ``synchronous=FULL``, STRICT tables, a CRC-32 on every row)."""
-
-    zero_copy_fork = True
 
     def __init__(self, path: str | os.PathLike[str], *, busy_timeout_ms: int = 10_000) -> None:
         self.path = Path(path)
@@ -777,5 +773,11 @@ class SqliteStore(BaseStore):
         infos.sort(key=lambda info: (info.updated_at, info.id), reverse=True)
         return infos, found
 
-    def _query_infos(self, session_id: str | None) -> list[SessionInfo]:
-        return self._infos("", ()) if session_id is None else self._infos("WHERE s.id = ?", (session_id,))
+    def _list_infos(self) -> list[SessionInfo]:
+        return self._infos("", ())
+
+    def _session_info(self, session_id: str) -> SessionInfo:
+        found = self._infos("WHERE s.id = ?", (session_id,))
+        if not found:
+            raise SessionNotFound(f'session "{session_id}" not found')
+        return found[0]

@@ -40,7 +40,7 @@ from dshpy.errors import (
 )
 from dshpy.log.invariants import validate
 from dshpy.log.session import Session
-from dshpy.storage.base import BaseStore
+from dshpy.storage.contract import SessionStore
 from dshpy.testing.builders import TurnScript, assistant_data, user_message
 
 __all__ = ["StoreContract"]
@@ -69,13 +69,13 @@ def _open_turn_with_started_call(session: Session) -> int:
 class StoreContract:
     """Behaviour every backend must show. Subclasses provide the ``store`` fixture."""
 
-    def reopen(self, store: BaseStore) -> BaseStore:
+    def reopen(self, store: SessionStore) -> SessionStore:
         """A fresh store object over the same storage (durable backends override)."""
         return store
 
     # -- create / ids -------------------------------------------------------------------
 
-    def test_create_stores_a_v4_header(self, store: BaseStore) -> None:
+    def test_create_stores_a_v4_header(self, store: SessionStore) -> None:
         session = store.create(cwd="/srv/app")
         header = self.reopen(store).stat(session.id).header
         assert header.version == 4
@@ -86,13 +86,13 @@ class StoreContract:
         assert header.to_record()["delegationDepth"] == 0
         assert store.exists(session.id)
 
-    def test_create_with_taken_id_is_refused(self, store: BaseStore) -> None:
+    def test_create_with_taken_id_is_refused(self, store: SessionStore) -> None:
         store.create(session_id="taken")
         with pytest.raises(SessionExistsError, match="taken"):
             store.create(session_id="taken")
 
     @pytest.mark.parametrize("bad", BAD_IDS)
-    def test_bad_session_ids_are_refused_everywhere(self, store: BaseStore, bad: str) -> None:
+    def test_bad_session_ids_are_refused_everywhere(self, store: SessionStore, bad: str) -> None:
         for call in (
             lambda: store.create(session_id=bad),
             lambda: store.open(bad),
@@ -107,7 +107,7 @@ class StoreContract:
         with pytest.raises(InvalidSessionIdError):
             store.fork("fine", child_id=bad)
 
-    def test_missing_sessions_raise_not_found(self, store: BaseStore) -> None:
+    def test_missing_sessions_raise_not_found(self, store: SessionStore) -> None:
         for call in (
             lambda: store.open("nope"),
             lambda: store.inspect("nope"),
@@ -122,7 +122,7 @@ class StoreContract:
 
     # -- append / read ------------------------------------------------------------------
 
-    def test_flushed_events_read_back_identically(self, store: BaseStore) -> None:
+    def test_flushed_events_read_back_identically(self, store: SessionStore) -> None:
         session = store.create(cwd="/w")
         TurnScript(session).turn("first", steps=2, system="be brief")
         TurnScript(session).turn("second")
@@ -137,14 +137,14 @@ class StoreContract:
         assert [m.data for m in reopened.derive_messages()] == [m.data for m in session.derive_messages()]
         reopened.close()
 
-    def test_unflushed_events_are_not_stored(self, store: BaseStore) -> None:
+    def test_unflushed_events_are_not_stored(self, store: SessionStore) -> None:
         session = store.create()
         TurnScript(session).turn()
         assert list(store.read(session.id)) == []
         session.flush()
         assert len(list(store.read(session.id))) == len(session.events)
 
-    def test_read_from_seq_returns_the_suffix(self, store: BaseStore) -> None:
+    def test_read_from_seq_returns_the_suffix(self, store: SessionStore) -> None:
         session = store.create()
         TurnScript(session).turn(steps=2)
         session.flush()
@@ -155,7 +155,7 @@ class StoreContract:
         with pytest.raises(ValueError, match="non-negative"):
             list(store.read(session.id, from_seq=-1))
 
-    def test_read_types_filters_through_the_fork_chain(self, store: BaseStore) -> None:
+    def test_read_types_filters_through_the_fork_chain(self, store: SessionStore) -> None:
         parent = store.create()
         TurnScript(parent).turn("one", steps=2)
         parent.close()
@@ -173,14 +173,14 @@ class StoreContract:
         with pytest.raises(ValueError, match="non-negative"):
             store.read_types(child.id, wanted, -1)
 
-    def test_flush_without_pending_events_is_a_no_op(self, store: BaseStore) -> None:
+    def test_flush_without_pending_events_is_a_no_op(self, store: SessionStore) -> None:
         session = store.create()
         assert session.flush() == 0
         TurnScript(session).turn()
         assert session.flush() > 0
         assert session.flush() == 0
 
-    def test_context_manager_flushes_on_exit(self, store: BaseStore) -> None:
+    def test_context_manager_flushes_on_exit(self, store: SessionStore) -> None:
         with store.create() as session:
             TurnScript(session).turn()
             expected = _wire(session.events)
@@ -188,7 +188,7 @@ class StoreContract:
         with pytest.raises(ReadOnlySessionError):
             session.append("turn/start", {"turn": 2})
 
-    def test_one_live_writer_per_session_and_nothing_interleaves(self, store: BaseStore) -> None:
+    def test_one_live_writer_per_session_and_nothing_interleaves(self, store: SessionStore) -> None:
         session = store.create()
         TurnScript(session).turn()
         with pytest.raises(SessionBusyError):  # create() took the lease
@@ -222,7 +222,7 @@ class StoreContract:
         store.delete(session.id)
         assert not store.exists(session.id)
 
-    def test_a_live_fork_holds_its_own_lease_not_its_parents(self, store: BaseStore) -> None:
+    def test_a_live_fork_holds_its_own_lease_not_its_parents(self, store: SessionStore) -> None:
         parent = store.create()
         TurnScript(parent).turn()
         parent.flush()
@@ -234,7 +234,7 @@ class StoreContract:
         child.close()
         store.open(child.id).close()
 
-    def test_identical_resend_is_a_no_op_and_different_content_conflicts(self, store: BaseStore) -> None:
+    def test_identical_resend_is_a_no_op_and_different_content_conflicts(self, store: SessionStore) -> None:
         session = store.create()
         TurnScript(session).turn()
         session.flush()
@@ -260,7 +260,7 @@ class StoreContract:
             )
         assert _wire(store.read(session.id)) == _wire(events)
 
-    def test_store_append_validates_before_writing(self, store: BaseStore) -> None:
+    def test_store_append_validates_before_writing(self, store: SessionStore) -> None:
         session = store.create()
         TurnScript(session).turn()
         session.close()  # flushes and releases the writer, so raw appends may write
@@ -282,7 +282,7 @@ class StoreContract:
         store.append(session.id, good, expected_seq=n)
         assert len(list(store.read(session.id))) == n + 2
 
-    def test_concurrent_writers_never_interleave(self, store: BaseStore) -> None:
+    def test_concurrent_writers_never_interleave(self, store: SessionStore) -> None:
         session = store.create()
         session.close()
         wins: list[int] = []
@@ -321,7 +321,7 @@ class StoreContract:
 
     # -- follow -------------------------------------------------------------------------
 
-    def test_follow_yields_stored_then_committed_events_until_stopped(self, store: BaseStore) -> None:
+    def test_follow_yields_stored_then_committed_events_until_stopped(self, store: SessionStore) -> None:
         session = store.create()
         TurnScript(session).turn("before")
         session.flush()
@@ -357,7 +357,7 @@ class StoreContract:
 
     # -- repair -------------------------------------------------------------------------
 
-    def test_open_closes_an_interrupted_turn_durably(self, store: BaseStore) -> None:
+    def test_open_closes_an_interrupted_turn_durably(self, store: SessionStore) -> None:
         session = store.create()
         TurnScript(session).turn()
         call_seq = _open_turn_with_started_call(session)
@@ -378,7 +378,7 @@ class StoreContract:
         validate(store.read(session.id))
         reopened.close()
 
-    def test_inspect_shows_the_repair_without_writing(self, store: BaseStore) -> None:
+    def test_inspect_shows_the_repair_without_writing(self, store: SessionStore) -> None:
         session = store.create()
         _open_turn_with_started_call(session)
         session.flush()
@@ -393,7 +393,7 @@ class StoreContract:
 
     # -- fork ---------------------------------------------------------------------------
 
-    def test_fork_inherits_the_prefix_and_leaves_the_parent_alone(self, store: BaseStore) -> None:
+    def test_fork_inherits_the_prefix_and_leaves_the_parent_alone(self, store: SessionStore) -> None:
         parent = store.create(cwd="/w")
         TurnScript(parent).turn("one")
         boundary = len(parent.events) - 1
@@ -417,7 +417,7 @@ class StoreContract:
         grandchild = fresh.fork("child-1", child_id="grandchild")
         assert _wire(grandchild.events[: len(child.events)]) == _wire(child.events)
 
-    def test_fork_errors_create_nothing(self, store: BaseStore) -> None:
+    def test_fork_errors_create_nothing(self, store: SessionStore) -> None:
         parent = store.create(session_id="parent")
         TurnScript(parent).turn()
         TurnScript(parent).turn(close=False)
@@ -440,7 +440,7 @@ class StoreContract:
         assert closed.events[-1].data["reason"] == {"kind": "forked"}
         validate(store.read("c4"))
 
-    def test_delete_respects_forks_that_share_history(self, store: BaseStore) -> None:
+    def test_delete_respects_forks_that_share_history(self, store: SessionStore) -> None:
         parent = store.create(session_id="p")
         TurnScript(parent).turn()
         parent.close()  # deleting needs no live writer on the session (single-writer backends refuse)
@@ -462,7 +462,7 @@ class StoreContract:
 
     # -- list / stat --------------------------------------------------------------------
 
-    def test_list_and_stat(self, store: BaseStore) -> None:
+    def test_list_and_stat(self, store: SessionStore) -> None:
         a = store.create(session_id="a")
         b = store.create(session_id="b")
         TurnScript(b).turn()
@@ -476,7 +476,7 @@ class StoreContract:
 
     # -- export / import ----------------------------------------------------------------
 
-    def test_export_import_round_trip(self, store: BaseStore) -> None:
+    def test_export_import_round_trip(self, store: SessionStore) -> None:
         session = store.create(cwd="/w")
         TurnScript(session).turn(steps=2, system="sys")
         session.flush()
@@ -488,7 +488,7 @@ class StoreContract:
         with pytest.raises(SessionExistsError):
             store.import_session(document)
 
-    def test_import_refuses_tampering_and_stores_nothing(self, store: BaseStore) -> None:
+    def test_import_refuses_tampering_and_stores_nothing(self, store: SessionStore) -> None:
         session = store.create()
         TurnScript(session).turn()
         session.flush()
@@ -504,7 +504,7 @@ class StoreContract:
             store.import_session(truncated, session_id="cut")
         assert not store.exists("cut")
 
-    def test_import_checks_vocabulary_and_version(self, store: BaseStore) -> None:
+    def test_import_checks_vocabulary_and_version(self, store: SessionStore) -> None:
         from dshpy.storage.base import events_digest
 
         session = store.create()

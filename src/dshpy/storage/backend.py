@@ -125,8 +125,8 @@ class MetadataQueries(BulkListing, Protocol):
     """
 
     @abstractmethod
-    def _session_info(self, session_id: str) -> SessionInfo:
-        """One session's metadata; raise SessionNotFound."""
+    def _session_info(self, session_id: str) -> SessionInfo | None:
+        """One session's metadata, or ``None`` when no such session is stored."""
 
     @abstractmethod
     def _infos_and_projection_rows(

@@ -380,7 +380,10 @@ class BaseStore(StorageBackend):
     def stat(self, session_id: str) -> SessionInfo:
         check_session_id(session_id)
         if "metadata_queries" in self._capabilities:
-            return cast(MetadataQueries, self)._session_info(session_id)
+            info = cast(MetadataQueries, self)._session_info(session_id)
+            if info is None:
+                raise SessionNotFound(f'session "{session_id}" not found')
+            return info
         header = self._header(session_id)
         length = self._length(session_id)
         updated = header.created_at

@@ -537,11 +537,9 @@ class PostgresStore(BaseStore, ZeroCopyForks, MetadataQueries, ProjectionCache, 
     def _list_infos(self) -> list[SessionInfo]:
         return self._infos("", ())
 
-    def _session_info(self, session_id: str) -> SessionInfo:
+    def _session_info(self, session_id: str) -> SessionInfo | None:
         found = self._infos(" WHERE t.id = %s", (session_id,))
-        if not found:
-            raise SessionNotFound(f'session "{session_id}" not found')
-        return found[0]
+        return found[0] if found else None
 
     # -- projection cache ---------------------------------------------------------------------
 

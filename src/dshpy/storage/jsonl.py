@@ -80,7 +80,7 @@ from dshpy.storage.jsonl_layout import (
 )
 from dshpy.storage.os_errors import os_store_error
 from dshpy.storage.projection_cache import ProjectionRow
-from dshpy.storage.urls import StoreURL
+from dshpy.storage.store_url import StoreURL
 from dshpy.storage.zstd_frames import (
     ZstdFrameError,
     check_torn,

@@ -38,8 +38,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime
-import errno
-import fcntl
 import logging
 import os
 import secrets
@@ -69,6 +67,7 @@ from dshpy.log.header import FORMAT_VERSION, SessionHeader
 from dshpy.log.session import SessionWriter
 from dshpy.log.versions import DEFAULT_CHAIN
 from dshpy.storage.base import BaseStore, SessionInfo, StoredRecord
+from dshpy.storage.file_lock import take_file_lock
 from dshpy.storage.json_prefix import is_json_object_prefix
 from dshpy.storage.jsonl_layout import (
     LOCK_FILENAME,
@@ -223,29 +222,26 @@ class _Lock:
         the path (a deleted and recreated lock file would make our lock meaningless).
         """
         path = session_dir / LOCK_FILENAME
-        for _ in range(_LOCK_ATTEMPTS):
+
+        def open_lock() -> int:
             try:
-                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+                return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
             except FileNotFoundError:
                 raise SessionNotFound(f"session directory {session_dir} no longer exists") from None
             except OSError as error:
                 raise os_store_error(error, f"cannot take the writer lock {path}") from None
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError as error:
-                os.close(fd)
-                if error.errno in (errno.EAGAIN, errno.EWOULDBLOCK):
-                    raise SessionBusyError(busy) from None  # dsh's lock file records no holder
-                raise os_store_error(error, f"cannot take the writer lock {path}") from None
-            held = os.fstat(fd)
-            try:
-                current: os.stat_result | None = os.stat(path)
-            except FileNotFoundError:
-                current = None
-            if current is not None and (current.st_dev, current.st_ino) == (held.st_dev, held.st_ino):
-                return cls(fd, path)
-            os.close(fd)
-        raise SessionBusyError(busy)
+
+        taken = take_file_lock(
+            path,
+            open_lock,
+            attempts=_LOCK_ATTEMPTS,
+            follow_symlinks=True,
+            busy=lambda _fd: SessionBusyError(busy),  # dsh's lock file records no holder
+            failed=lambda error: os_store_error(error, f"cannot take the writer lock {path}"),
+        )
+        if taken is None:
+            raise SessionBusyError(busy)
+        return cls(taken[0], path)
 
     @property
     def held(self) -> bool:

@@ -1,7 +1,7 @@
 """``jsonl:///dir`` — dsh v4's own on-disk layout, so dsh and dshpy share session roots.
 
 Each session is a directory ``<root>/<project>/<segment>/`` (see
-:mod:`dshpy.storage.jsonl_layout`) holding its log ``session.v4.jsonl`` (or
+:mod:`dshpy.storage.jsonl.layout`) holding its log ``session.v4.jsonl`` (or
 ``session.v4.jsonl.zstd``, dsh's default) and a ``session.lock``. The log's first
 line is the header record; every further line is one event in its storage form
 (``sourceEventSeqs`` range-packed), compact JSON, ``\\n``-terminated. Compressed,
@@ -23,7 +23,7 @@ Durability and crash safety follow dsh (dsh-v4 §2.4, §2.5, §6.2):
 Only a *provably* torn tail is dropped (issue #11): in plain JSONL an unterminated
 final line that is the start of a JSON object line; compressed, an incomplete final
 frame that no re-reading of one header field makes complete and after which nothing
-decodes (:func:`~dshpy.storage.zstd_frames.check_torn`). Every complete line must be
+decodes (:func:`~dshpy.storage.jsonl.zstd_frames.check_torn`). Every complete line must be
 the next valid event and every complete frame must decode and verify its checksum.
 Anything else is :class:`~dshpy.errors.CorruptSessionError`, naming the line or frame,
 and nothing is written. No ``OSError`` leaves the store raw: every one goes through
@@ -68,8 +68,8 @@ from dshpy.log.session import SessionWriter
 from dshpy.log.versions import DEFAULT_CHAIN
 from dshpy.storage.base import BaseStore, SessionInfo, StoredRecord
 from dshpy.storage.file_lock import take_file_lock
-from dshpy.storage.json_prefix import is_json_object_prefix
-from dshpy.storage.jsonl_layout import (
+from dshpy.storage.jsonl.json_prefix import is_json_object_prefix
+from dshpy.storage.jsonl.layout import (
     LOCK_FILENAME,
     decode_segment,
     encode_segment,
@@ -77,10 +77,7 @@ from dshpy.storage.jsonl_layout import (
     parse_generation_filename,
     project_dir_name,
 )
-from dshpy.storage.os_errors import os_store_error
-from dshpy.storage.projection_cache import ProjectionRow
-from dshpy.storage.store_url import StoreURL
-from dshpy.storage.zstd_frames import (
+from dshpy.storage.jsonl.zstd_frames import (
     ZstdFrameError,
     check_torn,
     compress_frame,
@@ -88,6 +85,9 @@ from dshpy.storage.zstd_frames import (
     decompress_prefix,
     scan_frames,
 )
+from dshpy.storage.os_errors import os_store_error
+from dshpy.storage.projection_cache import ProjectionRow
+from dshpy.storage.store_url import StoreURL
 
 __all__ = ["COMPRESSIONS", "PROJECTION_CACHE_FILENAME", "JsonlStore"]
 

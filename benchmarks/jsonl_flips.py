@@ -25,7 +25,7 @@ from pathlib import Path
 
 from dshpy.errors import CorruptSessionError, FormatVersionError
 from dshpy.storage.jsonl import JsonlStore
-from dshpy.storage.zstd_frames import scan_frames
+from dshpy.storage.jsonl.zstd_frames import scan_frames
 from dshpy.testing.builders import TurnScript
 
 MASKS = (0xFF, 0x01, 0x08, 0x20, 0x80)

@@ -27,7 +27,7 @@ import their base from here, so this module stays the lowest layer::
     │   └── FormatVersionError    stored data uses a format this build cannot read
     │       └── UnknownEventTypeError  a required (non-ignorable) event type we do not know
     ├── ZstdFrameError            a complete zstd frame is damaged; the JSONL backend reports it as
-    │                             CorruptSessionError, it never reaches a store's caller [storage.zstd_frames]
+    │                             CorruptSessionError, it never reaches a store's caller [storage.jsonl.zstd_frames]
     ├── ConfigError               a setting (config file, flag, environment variable) is unusable; names it
     │   ├── ModelConfigError      the model route or time limits are unusable [llm.config]
     │   │   └── MissingApiKeyError  no API key; says how to set one [llm.config]

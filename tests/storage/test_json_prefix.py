@@ -14,7 +14,7 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dshpy.storage.json_prefix import is_json_object_prefix
+from dshpy.storage.jsonl.json_prefix import is_json_object_prefix
 
 _SCALARS = (
     st.none()

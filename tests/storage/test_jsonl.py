@@ -31,14 +31,14 @@ from dshpy.errors import (
     StoreError,
 )
 from dshpy.storage.jsonl import JsonlStore
-from dshpy.storage.jsonl_layout import (
+from dshpy.storage.jsonl.layout import (
     decode_segment,
     encode_segment,
     generation_filename,
     parse_generation_filename,
     project_key,
 )
-from dshpy.storage.zstd_frames import compress_frame, decompress_frame, scan_frames
+from dshpy.storage.jsonl.zstd_frames import compress_frame, decompress_frame, scan_frames
 from dshpy.testing.builders import TurnScript, user_message
 
 COMPRESSIONS = ["none", "zstd"]

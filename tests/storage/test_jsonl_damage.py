@@ -25,7 +25,7 @@ import pytest
 from dshpy.core.events import SessionEvent
 from dshpy.errors import CorruptSessionError, DshError, FormatVersionError
 from dshpy.storage.jsonl import JsonlStore
-from dshpy.storage.zstd_frames import compress_frame, scan_frames
+from dshpy.storage.jsonl.zstd_frames import compress_frame, scan_frames
 from dshpy.testing.builders import TurnScript
 
 LOG_NAMES = {"none": "session.v4.jsonl", "zstd": "session.v4.jsonl.zstd"}

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import os
 import socket
 import threading
@@ -36,6 +35,7 @@ import orjson
 
 from dshpy.core.ids import check_session_id
 from dshpy.errors import SessionBusyError, SessionNotFound, StoreError
+from dshpy.storage.file_lock import inode_at, take_file_lock
 from dshpy.storage.os_errors import os_store_error
 
 __all__ = [
@@ -115,25 +115,19 @@ class FileLease:
         """Take the lease without waiting; :class:`SessionBusyError` naming the holder if it is held."""
         path = directory / lease_file_name(session_id)
         _make_private_dir(directory)
-        for _ in range(_ATTEMPTS):
-            fd = _open_lock_file(path)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError as error:
-                if error.errno not in (errno.EAGAIN, errno.EWOULDBLOCK, errno.EACCES):
-                    os.close(fd)
-                    raise StoreError(f"cannot lock {path}: {error.strerror}") from None
-                pid, host = _read_holder(fd)
-                os.close(fd)
-                raise busy_error(session_id, pid, host, detail=f" (lease {path})") from None
-            held = os.fstat(fd)
-            inode = (held.st_dev, held.st_ino)
-            if _inode_at(path) == inode:
-                lease = cls(session_id, path, fd, inode)
-                lease._record_holder()
-                return lease
-            os.close(fd)  # we locked a file its holder unlinked on release: lock the one at the path now
-        raise busy_error(session_id, None, None, detail=f" (its lease file {path} keeps being replaced)")
+        taken = take_file_lock(
+            path,
+            lambda: _open_lock_file(path),
+            attempts=_ATTEMPTS,
+            follow_symlinks=False,
+            busy=lambda fd: busy_error(session_id, *_read_holder(fd), detail=f" (lease {path})"),
+            failed=lambda error: StoreError(f"cannot lock {path}: {error.strerror}"),
+        )
+        if taken is None:  # each time we locked a file its holder had unlinked on release
+            raise busy_error(session_id, None, None, detail=f" (its lease file {path} keeps being replaced)")
+        lease = cls(session_id, path, *taken)
+        lease._record_holder()
+        return lease
 
     def _record_holder(self) -> None:
         pid, host = this_holder()
@@ -150,7 +144,7 @@ class FileLease:
         """Refuse to write if the lease file was removed or replaced under us (by hand: dshpy never does)."""
         if self._fd < 0:
             raise StoreError(f'session "{self.session_id}": the writer was closed')
-        if _inode_at(self.path) != self._inode:
+        if inode_at(self.path, follow_symlinks=False) != self._inode:
             raise StoreError(
                 f'session "{self.session_id}": its lease file {self.path} was removed or replaced while this '
                 "writer held it, so another writer may have taken the session; reopen it"
@@ -164,7 +158,8 @@ class FileLease:
             os.close(fd)
             return
         try:
-            if _inode_at(self.path) == self._inode:  # still ours: nobody can take it before we unlock
+            # Still ours: nobody can take it before we unlock.
+            if inode_at(self.path, follow_symlinks=False) == self._inode:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(self.path)
         finally:
@@ -194,14 +189,6 @@ def _open_lock_file(path: Path) -> int:
         if error.errno == errno.ELOOP:
             raise StoreError(f"the lease file {path} is a symbolic link; refusing to follow it") from None
         raise os_store_error(error, f"cannot open the lease file {path}") from None
-
-
-def _inode_at(path: Path) -> tuple[int, int] | None:
-    try:
-        current = os.stat(path, follow_symlinks=False)
-    except FileNotFoundError:
-        return None
-    return current.st_dev, current.st_ino
 
 
 def _read_holder(fd: int) -> tuple[int | None, str | None]:

@@ -86,7 +86,7 @@ from dshpy.storage.postgres_lease import AdvisoryLease, holder_of, lease_key
 from dshpy.storage.postgres_schema import MIGRATIONS, prepare_schema
 from dshpy.storage.projection_cache import ProjectionRow
 from dshpy.storage.records import SessionInfo, StoredRecord
-from dshpy.storage.urls import StoreURL, parse_store_url
+from dshpy.storage.store_url import StoreURL, parse_store_url
 
 __all__ = ["PostgresStore"]
 

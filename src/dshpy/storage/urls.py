@@ -2,63 +2,30 @@
 
 Backends register a factory per scheme; :func:`open_store` parses the URL and hands
 the factory the path and the query options, so adding a backend never touches callers.
+The URL value and its parser live in :mod:`dshpy.storage.store_url` (re-exported here):
+a backend reads its options from it without importing this module, which imports the backends.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import parse_qsl, urlsplit
 
 from dshpy.errors import StoreError
 from dshpy.storage.base import BaseStore
+from dshpy.storage.store_url import StoreURL, parse_store_url
 
 __all__ = ["StoreURL", "default_store_url", "dshpy_home", "open_store", "parse_store_url", "register_backend"]
 
 
-@dataclass(frozen=True, slots=True)
-class StoreURL:
-    """A parsed store URL: ``scheme``, the path or DSN, and query ``options``."""
-
-    scheme: str
-    location: str
-    options: dict[str, str] = field(default_factory=dict)
-    raw: str = ""
-
-
 Factory = Callable[[StoreURL], BaseStore]
-_FILE_SCHEMES = frozenset({"sqlite", "jsonl"})
 _BACKENDS: dict[str, Factory] = {}
 
 
 def register_backend(scheme: str, factory: Factory) -> None:
     """Make ``open_store`` build ``scheme:`` URLs with ``factory``."""
     _BACKENDS[scheme] = factory
-
-
-def parse_store_url(url: str) -> StoreURL:
-    """Split a store URL; ``sqlite:///rel.db`` is relative, ``sqlite:////abs.db`` absolute."""
-    if not isinstance(url, str) or ":" not in url:
-        raise StoreError(f"invalid store URL {url!r}: expected e.g. memory:, sqlite:///sessions.db, jsonl:///dir")
-    parts = urlsplit(url)
-    scheme = parts.scheme.lower()
-    options = dict(parse_qsl(parts.query, keep_blank_values=True))
-    if scheme in ("postgresql", "postgres"):
-        return StoreURL("postgresql", url.split("?", 1)[0], options, url)
-    if scheme == "memory":
-        return StoreURL("memory", "", options, url)
-    if scheme not in _FILE_SCHEMES:
-        return StoreURL(scheme, url.split("?", 1)[0], options, url)
-    if parts.netloc not in ("", "localhost"):
-        raise StoreError(f"invalid store URL {url!r}: a {scheme} store is local; write {scheme}:///path")
-    path = parts.path
-    if path.startswith("/"):
-        path = path[1:]  # sqlite:///rel -> "rel", sqlite:////abs -> "/abs"
-    if not path:
-        raise StoreError(f"invalid store URL {url!r}: no path")
-    return StoreURL(scheme, path, options, url)
 
 
 def _memory(url: StoreURL) -> BaseStore:

@@ -4,19 +4,28 @@ The layout is ``<root>/<project>/<segment>/session.v4.jsonl[.zstd]`` (dsh-v4 §2
 with ``<project>`` = :func:`project_key` of the session's cwd (``_no-cwd`` without
 one) and ``<segment>`` = :func:`encode_segment` of its id. Both encoders work on
 UTF-16 code units, exactly as dsh's JavaScript does, so a cwd outside the Basic
-Multilingual Plane lands in the same directory either way.
+Multilingual Plane lands in the same directory either way. Beside the log a session
+directory holds ``session.lock``, older generations, temporaries (``*.tmp``) and torn
+tails set aside (``<log>.torn-<UTC time>``).
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from dshpy.core.ids import check_session_id
 
 __all__ = [
     "LOCK_FILENAME",
     "NO_CWD_PROJECT",
+    "TORN_SUFFIX",
+    "Location",
     "decode_segment",
     "encode_segment",
     "generation_filename",
+    "log_path",
     "parse_generation_filename",
     "project_dir_name",
     "project_key",
@@ -24,6 +33,7 @@ __all__ = [
 
 LOCK_FILENAME = "session.lock"
 NO_CWD_PROJECT = "_no-cwd"
+TORN_SUFFIX = ".torn-"
 _PROJECT_KEY_LIMIT = 251
 _SAFE_UNITS = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
 _SEPARATOR_UNITS = frozenset(b"/\\:")
@@ -125,3 +135,22 @@ def parse_generation_filename(name: str, *, compressed: bool) -> int | None:
     if match is None:
         return None
     return int(match.group(1)) if match.group(1) else 0
+
+
+def log_path(root: Path, cwd: str | None, session_id: str, version: int, *, compressed: bool) -> Path:
+    """Where the log of generation ``version`` of the session with this id and cwd belongs under ``root``."""
+    return (
+        root
+        / project_dir_name(cwd)
+        / encode_segment(check_session_id(session_id))
+        / generation_filename(version, compressed=compressed)
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Location:
+    """A session's directory and the generation file that holds its log."""
+
+    session_dir: Path
+    path: Path
+    version: int

@@ -1,0 +1,349 @@
+"""Reading a JSONL log: the header check, the plain and zstd scans, and the cache of whole scans.
+
+A scan tells a torn tail from damage (see :mod:`dshpy.storage.jsonl`): only bytes a
+crash can have left unfinished are dropped, and every complete line or frame must be
+the next valid event, or the log is :class:`~dshpy.errors.CorruptSessionError` naming
+where. A full scan is cached under the file's revision, so a session reopened, or
+replayed after its own writer appended (the writer puts its new scan here), is not
+parsed again.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dshpy.core.events import SessionEvent, decode_event
+from dshpy.core.json import loads
+from dshpy.errors import CorruptSessionError, DshError, FormatVersionError
+from dshpy.log.header import SessionHeader
+from dshpy.log.versions import DEFAULT_CHAIN
+from dshpy.storage.jsonl.files import reading, same_file
+from dshpy.storage.jsonl.json_prefix import is_json_object_prefix
+from dshpy.storage.jsonl.layout import Location, log_path
+from dshpy.storage.jsonl.zstd_frames import (
+    ZstdFrameError,
+    check_torn,
+    decompress_frame,
+    decompress_prefix,
+    scan_frames,
+)
+
+__all__ = ["LogReader", "Revision", "Scan", "ScanCache", "revision"]
+
+log = logging.getLogger("dshpy.storage.jsonl")  # the backend's one logger: its name is what users configure
+
+_HEADER_REQUIRED = ("type", "version", "id", "createdAt", "isSeeded", "delegationDepth")
+_CACHE_ENTRIES = 8
+_READ_CHUNK = 8192
+
+Revision = tuple[int, int, int, int, int]
+"""``(dev, ino, size, mtime_ns, ctime_ns)``: changes whenever the file does (dsh's revision)."""
+
+
+def revision(st: os.stat_result) -> Revision:
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+@dataclass(frozen=True, slots=True)
+class Scan:
+    """One read of a log: the valid events and what a writer must repair before appending.
+
+    ``events`` may be shared with later scans of the same file (a writer extends it in
+    place after appending); only ``events[:count]`` belongs to this scan.
+    """
+
+    header: SessionHeader
+    events: list[SessionEvent]
+    count: int
+    size: int
+    """Bytes of the file this scan covers."""
+    truncate_to: int | None = None
+    """Start of the torn tail, when there is one."""
+    recovered: int = 0
+    """How many of the last events came out of a torn zstd frame (re-appended as their own frame)."""
+    last_time: int | None = None
+    """Time of the last event (a light scan, which builds no events, still knows it)."""
+
+
+class _Rows:
+    """The event lines of a log, one complete (``\\n``-terminated) line at a time.
+
+    A complete line was written whole, so one that does not parse or decode, or breaks
+    seq continuity, is damage, not a torn write: corruption naming its line (and
+    ``where``, e.g. its zstd frame). dsh drops such a line and everything after it when
+    no ``turn/end`` follows; we refuse, since that loses committed events silently. A
+    ``light`` scan (listing) only checks each row's ``type``, ``seq`` and ``time`` and
+    keeps no events.
+    """
+
+    __slots__ = ("_corrupt", "count", "events", "last_time", "light", "line", "where")
+
+    def __init__(self, corrupt: Callable[[str], CorruptSessionError], *, light: bool) -> None:
+        self._corrupt = corrupt
+        self.light = light
+        self.events: list[SessionEvent] = []
+        self.count = 0
+        self.last_time: int | None = None
+        self.line = 0
+        self.where = ""
+
+    @property
+    def line_number(self) -> int:
+        """1-based line number of the current row in the decompressed log (the header is line 1)."""
+        return self.line + 1
+
+    def feed(self, line: bytes) -> None:
+        """Consume one complete line (without its ``\\n``)."""
+        self.line += 1
+        try:
+            raw = loads(line)
+        except ValueError:
+            raise self._corrupt(f"unparsable committed event at line {self.line_number}{self.where}") from None
+        try:
+            if self.light:
+                seq, time = self._light(raw)
+            else:
+                event = decode_event(raw, parsed=True)  # the parsed row is ours to seal in place
+                seq, time = event.seq, event.time
+            if seq != self.count:
+                raise ValueError(f"seq gap (expected {self.count}, got {seq})")
+        except (DshError, ValueError) as error:
+            raise self._corrupt(f"invalid committed event at line {self.line_number}{self.where}: {error}") from None
+        if not self.light:
+            self.events.append(event)
+        self.count += 1
+        self.last_time = time
+
+    @staticmethod
+    def _light(raw: Any) -> tuple[int, int]:
+        if not isinstance(raw, dict) or not isinstance(raw.get("type"), str):
+            raise ValueError("an event must be a JSON object with a string type")
+        seq, time = raw.get("seq"), raw.get("time")
+        if type(seq) is not int or type(time) is not int:
+            raise ValueError("seq and time must be integers")
+        return seq, time
+
+
+@dataclass(eq=False)
+class ScanCache:
+    """The last few scans, keyed by path and guarded by the file's revision."""
+
+    entries: OrderedDict[Path, tuple[Revision, Scan]] = field(default_factory=OrderedDict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def get(self, path: Path, revision: Revision) -> Scan | None:
+        with self.lock:
+            hit = self.entries.get(path)
+            if hit is None or hit[0] != revision:
+                return None
+            self.entries.move_to_end(path)
+            return hit[1]
+
+    def put(self, path: Path, revision: Revision, scan: Scan) -> None:
+        with self.lock:
+            self.entries[path] = (revision, scan)
+            self.entries.move_to_end(path)
+            while len(self.entries) > _CACHE_ENTRIES:
+                self.entries.popitem(last=False)
+
+    def drop(self, path: Path) -> None:
+        with self.lock:
+            self.entries.pop(path, None)
+
+
+def _corruption(session_id: str, location: Location, detail: str) -> CorruptSessionError:
+    return CorruptSessionError(f'session "{session_id}": stored log is corrupt: {detail} (raw log: {location.path})')
+
+
+class LogReader:
+    """Reads and checks the logs under ``root`` in one encoding, keeping whole scans in ``cache``.
+
+    It knows the root because a header must name the session whose place it is in.
+    """
+
+    def __init__(self, root: Path, cache: ScanCache, *, compressed: bool) -> None:
+        self.root = root
+        self.cache = cache
+        self.compressed = compressed
+
+    def read_header(self, session_id: str, location: Location) -> SessionHeader:
+        """Read only the header: the first line, or the first frame when compressed."""
+        cached = self.cached_scan(session_id, location)
+        if cached is not None:
+            return cached.header
+        content = b""
+        with reading(session_id, location.path), open(location.path, "rb") as file:
+            while True:
+                chunk = file.read(_READ_CHUNK)
+                if not chunk:
+                    raise _corruption(session_id, location, "empty or header-less session log")
+                content += chunk
+                if self.compressed:
+                    try:
+                        frames = scan_frames(content, max_frames=1).frames
+                        if not frames:
+                            continue
+                        plaintext = decompress_frame(content[frames[0][0] : frames[0][1]])
+                    except ZstdFrameError as error:
+                        raise _corruption(session_id, location, f"header frame failed validation: {error}") from None
+                    return self._parse_header(
+                        self._header_frame_line(plaintext, session_id, location), session_id, location
+                    )
+                newline = content.find(b"\n")
+                if newline >= 0:
+                    return self._parse_header(content[:newline], session_id, location)
+
+    def cached_scan(self, session_id: str, location: Location) -> Scan | None:
+        """The cached scan of the log as it is on disk now (checked by its revision), if there is one."""
+        with reading(session_id, location.path):
+            stat = os.stat(location.path)
+        return self.cache.get(location.path, revision(stat))
+
+    def scan(self, session_id: str, location: Location, *, light: bool = False) -> Scan:
+        """Read and scan a whole log (a full scan is cached by the file's revision)."""
+        cached = self.cached_scan(session_id, location)
+        if cached is not None:
+            return cached
+        with reading(session_id, location.path), open(location.path, "rb") as file:
+            stat = os.fstat(file.fileno())
+            data = file.read()
+        parse = self._scan_zstd if self.compressed else self._scan_plain
+        scan = parse(data, session_id, location, light=light)
+        if scan.truncate_to is not None:
+            log.info(
+                'session "%s": reading without a torn tail of %d bytes at byte %d of %s (never acknowledged; '
+                "the next write sets it aside)",
+                session_id,
+                scan.size - scan.truncate_to,
+                scan.truncate_to,
+                location.path,
+            )
+        if not light and len(data) == stat.st_size:
+            self.cache.put(location.path, revision(stat), scan)
+        return scan
+
+    def _parse_header(self, line: bytes, session_id: str, location: Location) -> SessionHeader:
+        """Check a header record: version first, then shape, then that it names this session and path."""
+        try:
+            raw = loads(line)
+        except ValueError:
+            raise _corruption(session_id, location, "header line is not valid JSON") from None
+        if not isinstance(raw, dict):
+            raise _corruption(session_id, location, "first line is not a JSON object")
+        version = raw.get("version")
+        if type(version) is not int or version < 0:
+            raise _corruption(session_id, location, f"header version {version!r} is not a non-negative integer")
+        try:
+            DEFAULT_CHAIN.plan(version, session_id)
+        except FormatVersionError as error:
+            raise FormatVersionError(f"{error} (raw log: {location.path})") from None
+        missing = [key for key in _HEADER_REQUIRED if key not in raw]
+        if missing or raw.get("type") != "session":
+            what = f"lacks {missing[0]}" if missing else "is not of type session"
+            raise _corruption(session_id, location, f"first line is not a session header (it {what})")
+        if version != location.version:
+            raise _corruption(
+                session_id, location, f"the file name says format v{location.version}, its header v{version}"
+            )
+        if raw["id"] != session_id:
+            raise _corruption(session_id, location, f"its header names session {raw['id']!r}")
+        try:
+            header = SessionHeader.from_record(raw)
+        except (CorruptSessionError, ValueError) as error:
+            raise _corruption(session_id, location, str(error)) from None
+        expected = log_path(self.root, header.cwd, header.id, location.version, compressed=self.compressed)
+        if location.path != expected and not same_file(location.path, expected):
+            raise _corruption(session_id, location, f"its header id and cwd belong at {expected}")
+        return header
+
+    @staticmethod
+    def _header_frame_line(plaintext: bytes, session_id: str, location: Location) -> bytes:
+        if not plaintext.endswith(b"\n") or plaintext.count(b"\n") != 1:
+            raise _corruption(session_id, location, "first zstd frame is not exactly one header line")
+        return plaintext[:-1]
+
+    def _scan_plain(self, data: bytes, session_id: str, location: Location, *, light: bool) -> Scan:
+        newline = data.find(b"\n")
+        if newline < 0:
+            raise _corruption(session_id, location, "empty or header-less session log")
+        header = self._parse_header(data[:newline], session_id, location)
+        rows = _Rows(lambda detail: _corruption(session_id, location, detail), light=light)
+        start = newline + 1
+        while (end := data.find(b"\n", start)) >= 0:
+            rows.feed(data[start:end])
+            start = end + 1
+        if start == len(data):
+            return Scan(header, rows.events, rows.count, len(data), None, 0, rows.last_time)
+        if not is_json_object_prefix(data[start:]):
+            raise _corruption(
+                session_id,
+                location,
+                f"unterminated final line {rows.line_number + 1} ({len(data) - start} bytes at byte {start}) "
+                "is not the start of an event line, so it is damage, not a torn write",
+            )
+        return Scan(header, rows.events, rows.count, len(data), start, 0, rows.last_time)
+
+    def _scan_zstd(self, data: bytes, session_id: str, location: Location, *, light: bool) -> Scan:
+        def corrupt(detail: str) -> CorruptSessionError:
+            return _corruption(session_id, location, detail)
+
+        try:
+            structure = scan_frames(data)
+        except ZstdFrameError as error:
+            raise corrupt(f"invalid zstd structure: {error}") from None
+        if not structure.frames:
+            raise corrupt("empty or header-less zstd session log")
+        frames = [data[start:end] for start, end in structure.frames]
+        try:
+            header_plain = decompress_frame(frames[0])
+        except ZstdFrameError as error:
+            raise corrupt(f"zstd frame 0 (the header, at byte 0) does not decode: {error}") from None
+        header = self._parse_header(self._header_frame_line(header_plain, session_id, location), session_id, location)
+        rows = _Rows(corrupt, light=light)
+        carry = b""
+        for index, (start, _end) in enumerate(structure.frames[1:], start=1):
+            try:
+                plaintext = carry + decompress_frame(frames[index])
+            except ZstdFrameError as error:
+                raise corrupt(
+                    f"complete zstd frame {index} at byte {start} fails its checksum or does not decode: {error}"
+                ) from None
+            lines = plaintext.split(b"\n")
+            carry = lines.pop()
+            rows.where = f" in complete zstd frame {index} at byte {start}"
+            for line in lines:
+                rows.feed(line)
+        if carry:
+            last = len(structure.frames) - 1
+            raise corrupt(f"complete zstd frame {last} at byte {structure.frames[-1][0]} ends inside a JSONL record")
+        if structure.torn_start is None:
+            return Scan(header, rows.events, rows.count, len(data), None, 0, rows.last_time)
+        torn, torn_start = len(structure.frames), structure.torn_start
+        try:
+            check_torn(data, torn_start)
+        except ZstdFrameError as error:
+            raise corrupt(f"zstd frame {torn} at byte {torn_start} is not a torn tail: {error}") from None
+        try:
+            recovered = decompress_prefix(data[torn_start:])
+        except ZstdFrameError as error:
+            raise corrupt(
+                f"torn zstd frame {torn} at byte {torn_start}: a complete block does not decode: {error}"
+            ) from None
+        complete = rows.count
+        lines = recovered.split(b"\n")
+        partial = lines.pop()
+        rows.where = f" in torn zstd frame {torn} at byte {torn_start}"
+        for line in lines:
+            rows.feed(line)
+        if partial and not is_json_object_prefix(partial):
+            raise corrupt(
+                f"torn zstd frame {torn} at byte {torn_start} ends in a record that is not the start of an event line"
+            )
+        return Scan(header, rows.events, rows.count, len(data), torn_start, rows.count - complete, rows.last_time)

@@ -1,0 +1,369 @@
+"""The JSONL store: sessions under a root, each in its dsh v4 session directory.
+
+It finds sessions by their place in the layout (:mod:`~dshpy.storage.jsonl.layout`),
+reads them through a :class:`~dshpy.storage.jsonl.scan.LogReader`, writes through a
+:class:`~dshpy.storage.jsonl.writer.JsonlWriter` holding the session's
+:class:`~dshpy.storage.jsonl.locking.SessionLock`, and keeps projection rows in a
+sidecar (:mod:`~dshpy.storage.jsonl.sidecar`). The format itself is described in
+:mod:`dshpy.storage.jsonl`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import secrets
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from dshpy.core.events import SessionEvent
+from dshpy.core.ids import check_session_id
+from dshpy.errors import (
+    CorruptSessionError,
+    DshError,
+    FormatVersionError,
+    SessionExistsError,
+    SessionNotFound,
+    StoreError,
+)
+from dshpy.log.header import FORMAT_VERSION, SessionHeader
+from dshpy.log.session import SessionWriter
+from dshpy.storage.backend import BulkListing, OwnWriters, ProjectionCache
+from dshpy.storage.base import BaseStore
+from dshpy.storage.jsonl.files import file_errors, fsync_dir, is_file, make_dir, write_all
+from dshpy.storage.jsonl.layout import (
+    LOCK_FILENAME,
+    TORN_SUFFIX,
+    Location,
+    decode_segment,
+    encode_segment,
+    log_path,
+    parse_generation_filename,
+)
+from dshpy.storage.jsonl.locking import SessionLock
+from dshpy.storage.jsonl.scan import LogReader, Scan, ScanCache, revision
+from dshpy.storage.jsonl.sidecar import PROJECTION_CACHE_FILENAME, read_sidecar, save_sidecar
+from dshpy.storage.jsonl.writer import JsonlWriter, encode_new
+from dshpy.storage.os_errors import os_store_error
+from dshpy.storage.projection_cache import ProjectionRow
+from dshpy.storage.records import SessionInfo, StoredRecord
+from dshpy.storage.store_url import StoreURL
+
+__all__ = ["COMPRESSIONS", "JsonlStore"]
+
+log = logging.getLogger("dshpy.storage.jsonl")  # the backend's one logger: its name is what users configure
+
+COMPRESSIONS = ("zstd", "none")
+"""``zstd`` (dsh's default and ours) or ``none`` (plain JSONL)."""
+
+
+class JsonlStore(BaseStore, BulkListing, ProjectionCache, OwnWriters):
+    """Sessions as dsh v4 JSONL logs under ``root`` (``compression``: ``"zstd"`` or ``"none"``).
+
+    Forks copy the inherited prefix into the child's own log, as dsh does.
+    """
+
+    def __init__(self, root: str | os.PathLike[str], *, compression: str = "zstd") -> None:
+        if compression not in COMPRESSIONS:
+            raise StoreError(f"jsonl compression must be one of {', '.join(COMPRESSIONS)}, not {compression!r}")
+        self.root = Path(os.path.abspath(os.fspath(root)))
+        if self.root.exists() and not self.root.is_dir():
+            raise StoreError(f"jsonl store root {self.root} is not a directory")
+        self.compression = compression
+        self.url = f"jsonl:///{self.root}?compression={compression}"
+        self._compressed = compression == "zstd"
+        self._cache = ScanCache()
+        self._reader = LogReader(self.root, self._cache, compressed=self._compressed)
+
+    @classmethod
+    def from_url(cls, url: StoreURL) -> JsonlStore:
+        unknown = sorted(set(url.options) - {"compression"})
+        if unknown:
+            raise StoreError(f"unknown jsonl store option {unknown[0]!r} in {url.raw!r} (known: compression)")
+        return cls(url.location, compression=url.options.get("compression", "zstd"))
+
+    def __repr__(self) -> str:
+        return f"<JsonlStore {self.url}>"
+
+    # -- locating sessions --------------------------------------------------------------
+
+    def _project_dirs(self) -> list[Path]:
+        try:
+            with os.scandir(self.root) as entries:
+                return sorted(Path(entry.path) for entry in entries if entry.is_dir(follow_symlinks=False))
+        except FileNotFoundError:
+            return []
+        except OSError as error:
+            raise os_store_error(error, f"cannot list the store root {self.root}") from error
+
+    def _resolve_dir(self, session_dir: Path) -> Location | None:
+        """The highest canonical generation of our encoding in ``session_dir``, if any.
+
+        A log of the other encoding means the root belongs to the other mode: refused.
+        """
+        try:
+            names = os.listdir(session_dir)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except OSError as error:  # a symlink loop in its place, EIO
+            raise os_store_error(error, f"cannot list session directory {session_dir}") from error
+        best: tuple[int, str] | None = None
+        for name in names:
+            version = parse_generation_filename(name, compressed=self._compressed)
+            if version is not None:
+                if best is None or version > best[0]:
+                    best = (version, name)
+            elif parse_generation_filename(name, compressed=not self._compressed) is not None:
+                raise self._encoding_mismatch(session_dir / name)
+        if best is None:
+            return None
+        return Location(session_dir, session_dir / best[1], best[0])
+
+    def _encoding_mismatch(self, path: Path) -> StoreError:
+        other = "none" if self._compressed else "zstd"
+        suffix = ".jsonl" if self._compressed else ".jsonl.zstd"
+        return StoreError(
+            f'session log "{path}" uses {suffix}, but this store is configured for compression '
+            f'"{self.compression}"; open the root with ?compression={other} (one root holds one encoding)'
+        )
+
+    def _find(self, session_id: str) -> Location | None:
+        segment = encode_segment(check_session_id(session_id))
+        matches = [loc for project in self._project_dirs() if (loc := self._resolve_dir(project / segment))]
+        if len(matches) > 1:
+            places = ", ".join(str(loc.session_dir) for loc in matches)
+            raise CorruptSessionError(
+                f'duplicate JSONL session id "{session_id}" appears in multiple project directories: {places}'
+            )
+        return matches[0] if matches else None
+
+    def _locate(self, session_id: str) -> Location:
+        location = self._find(session_id)
+        if location is None:
+            raise SessionNotFound(f'session "{session_id}" not found')
+        return location
+
+    def _scan_root(self) -> list[tuple[str, Location]]:
+        """Every session directory ``<root>/*/*/`` that holds a log of our encoding."""
+        found: list[tuple[str, Location]] = []
+        seen: dict[str, Location] = {}
+        for project in self._project_dirs():
+            with file_errors(f"cannot list project directory {project}"), os.scandir(project) as entries:
+                children = sorted(entries, key=lambda entry: entry.name)
+            for entry in children:
+                if is_file(entry) and (entry.name.endswith(".jsonl") or entry.name.endswith(".jsonl.zstd")):
+                    raise StoreError(
+                        f'session artifact "{entry.path}" uses the unsupported flat-file layout; move it into '
+                        "a <project>/<session>/ directory or use a separate root"
+                    )
+                if not entry.is_dir(follow_symlinks=False):
+                    continue
+                session_id = decode_segment(entry.name)
+                location = self._resolve_dir(Path(entry.path))
+                if location is None:
+                    continue
+                if session_id is None or not _is_session_id(session_id):
+                    log.warning("skipping %s: its name is not a session id dshpy accepts", entry.path)
+                    continue
+                if session_id in seen:
+                    raise CorruptSessionError(
+                        f'duplicate JSONL session id "{session_id}" appears in multiple project directories: '
+                        f"{seen[session_id].session_dir}, {location.session_dir}"
+                    )
+                seen[session_id] = location
+                found.append((session_id, location))
+        return found
+
+    # -- creating sessions --------------------------------------------------------------
+
+    def _materialize(self, record: StoredRecord, *, keep_lock: bool) -> JsonlWriter | None:
+        """Create a session's log; a write the filesystem refuses is a store error, not an ``OSError``."""
+        header = record.header
+        session_id = check_session_id(header.id)
+        if record.base is not None:
+            raise StoreError("the jsonl store copies fork prefixes; it cannot store a shared-prefix record")
+        if self._find(session_id) is not None:
+            raise SessionExistsError(f'session "{session_id}" already exists')
+        with file_errors(f'cannot create session "{session_id}"'):
+            return self._publish(record, session_id, keep_lock=keep_lock)
+
+    def _publish(self, record: StoredRecord, session_id: str, *, keep_lock: bool) -> JsonlWriter | None:
+        """Publish a new log (header + first batch) without clobbering, under the session's lock."""
+        header = record.header
+        final = log_path(self.root, header.cwd, header.id, FORMAT_VERSION, compressed=self._compressed)
+        session_dir = final.parent
+        if not self.root.is_dir():
+            os.makedirs(self.root, 0o700, exist_ok=True)
+            fsync_dir(self.root.parent)
+        make_dir(session_dir.parent)
+        make_dir(session_dir)
+        lock = SessionLock.try_acquire(
+            session_dir, f'session "{session_id}" already exists (its writer holds the lock)'
+        )
+        try:
+            if self._resolve_dir(session_dir) is not None:
+                raise SessionExistsError(f'session "{session_id}" already exists')
+            content = encode_new(header, record.events, compressed=self._compressed)
+            temporary = session_dir / f"{final.name}.{secrets.token_hex(6)}.tmp"
+            fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+            try:
+                try:
+                    write_all(fd, content)
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+                os.link(temporary, final)
+            except FileExistsError:
+                raise SessionExistsError(f'session "{session_id}" already exists') from None
+            finally:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(temporary)
+            fsync_dir(session_dir)
+            published = os.stat(final)
+        except BaseException:
+            lock.release()
+            raise
+        events = list(record.events)
+        scan = Scan(header, events, len(events), len(content), None, 0, events[-1].time if events else None)
+        self._cache.put(final, revision(published), scan)  # what we just wrote need not be parsed again
+        if not keep_lock:
+            lock.release()
+            return None
+        return JsonlWriter(self._reader, session_id, Location(session_dir, final, FORMAT_VERSION), lock, scan)
+
+    # -- BaseStore primitives -----------------------------------------------------------
+
+    def _insert(self, record: StoredRecord) -> None:
+        self._materialize(record, keep_lock=False)
+
+    def _insert_writer(self, record: StoredRecord) -> SessionWriter:
+        writer = self._materialize(record, keep_lock=True)
+        assert writer is not None
+        return writer
+
+    def _writer(self, session_id: str) -> SessionWriter:
+        return self._open_writer(session_id)
+
+    def _open_writer(self, session_id: str) -> JsonlWriter:
+        location = self._locate(session_id)
+        lock = SessionLock.try_acquire(
+            location.session_dir,
+            f'session "{session_id}" is already owned by an active writer '
+            f"(lock held on {location.session_dir / LOCK_FILENAME})",
+        )
+        return JsonlWriter(self._reader, session_id, location, lock)
+
+    def _header(self, session_id: str) -> SessionHeader:
+        return self._reader.read_header(session_id, self._locate(session_id))
+
+    def _own_events(self, session_id: str, from_seq: int) -> Iterator[SessionEvent]:
+        scan = self._reader.scan(session_id, self._locate(session_id))
+        events = scan.events
+        for seq in range(from_seq, scan.count):
+            yield events[seq]
+
+    def _length(self, session_id: str) -> int:
+        return self._reader.scan(session_id, self._locate(session_id)).count
+
+    def _append(self, session_id: str, expected_seq: int, events: Sequence[SessionEvent]) -> None:
+        writer = self._open_writer(session_id)
+        try:
+            writer.write(session_id, expected_seq, events)
+        finally:
+            writer.close()
+
+    def _remove(self, session_id: str) -> None:
+        location = self._locate(session_id)
+        lock = SessionLock.try_acquire(
+            location.session_dir, f'session "{session_id}" cannot be deleted while a writer holds it'
+        )
+        try:
+            with file_errors(f'cannot delete session "{session_id}"'):
+                self._remove_files(location, lock)
+        finally:
+            lock.release()
+
+    def _remove_files(self, location: Location, lock: SessionLock) -> None:
+        """Unlink the session's files (its logs, torn tails set aside, temporaries, cache), then the directory."""
+        for name in os.listdir(location.session_dir):
+            if (
+                parse_generation_filename(name, compressed=True) is not None
+                or parse_generation_filename(name, compressed=False) is not None
+                or (name.startswith("session") and TORN_SUFFIX in name)
+                or name.endswith(".tmp")
+                or name == PROJECTION_CACHE_FILENAME
+            ):
+                os.unlink(location.session_dir / name)
+        fsync_dir(location.session_dir)  # the session is gone once no log remains
+        self._cache.drop(location.path)
+        os.unlink(lock.path)
+        # A file someone else put there keeps the directory; without a log it is no session.
+        with contextlib.suppress(OSError):
+            os.rmdir(location.session_dir)
+        fsync_dir(location.session_dir.parent)
+
+    def _ids(self) -> list[str]:
+        return [session_id for session_id, _ in self._scan_root()]
+
+    # -- projection cache (the sidecar) ------------------------------------------------
+
+    def _load_projection_rows(self, session_id: str) -> list[ProjectionRow]:
+        location = self._find(session_id)
+        sidecar = None if location is None else read_sidecar(location.session_dir)
+        return [] if sidecar is None else list(sidecar[1].values())
+
+    def _save_projection_rows(self, session_id: str, rows: Sequence[ProjectionRow]) -> None:
+        location = self._find(session_id)
+        if location is None or not rows:
+            return
+        save_sidecar(
+            location.session_dir, rows, still_there=lambda: self._resolve_dir(location.session_dir) is not None
+        )
+
+    def _list_projection_rows(self, keys: Sequence[str]) -> dict[str, dict[str, ProjectionRow]]:
+        wanted = frozenset(keys)
+        found: dict[str, dict[str, ProjectionRow]] = {}
+        for session_id, location in self._scan_root():
+            sidecar = read_sidecar(location.session_dir)
+            if sidecar is not None:
+                found[session_id] = {key: row for key, row in sidecar[1].items() if key in wanted}
+        return found
+
+    # -- listing ------------------------------------------------------------------------
+
+    def _readable_headers(self) -> list[tuple[str, Location, SessionHeader]]:
+        """Headers of every listed session; unreadable ones are skipped with a warning, as dsh does."""
+        headers: list[tuple[str, Location, SessionHeader]] = []
+        for session_id, location in self._scan_root():
+            try:
+                headers.append((session_id, location, self._reader.read_header(session_id, location)))
+            except (CorruptSessionError, FormatVersionError) as error:
+                log.warning("not listing session %s: %s", session_id, error)
+        return headers
+
+    def _list_infos(self) -> list[SessionInfo]:
+        """Every readable session (headers plus a cheap event count); unreadable ones are skipped with a warning."""
+        headers = self._readable_headers()
+        forks: dict[str, list[str]] = {}
+        for session_id, _, header in headers:
+            if header.parent_session is not None:
+                forks.setdefault(header.parent_session, []).append(session_id)
+        infos: list[SessionInfo] = []
+        for session_id, location, header in headers:
+            try:
+                scan = self._reader.scan(session_id, location, light=True)
+            except (CorruptSessionError, FormatVersionError) as error:
+                log.warning("not listing session %s: %s", session_id, error)
+                continue
+            updated = header.created_at if scan.last_time is None else max(header.created_at, scan.last_time)
+            infos.append(SessionInfo(session_id, header, scan.count, updated, tuple(sorted(forks.get(session_id, ())))))
+        return infos
+
+
+def _is_session_id(value: str) -> bool:
+    try:
+        check_session_id(value)
+    except DshError:
+        return False
+    return True

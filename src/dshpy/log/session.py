@@ -385,7 +385,7 @@ class Session:
             log.exception("flush on exit failed for session %s", self.id)
 
     def attach_writer(self, writer: SessionWriter) -> None:
-        """Give a detached session its store writer (stores call this after creating the record)."""
+        """Give a detached session its store writer (a store's session assembly does, once the rest is in place)."""
         if self._writer is not None:
             raise ReadOnlySessionError(f'session "{self.id}" already has a writer')
         self._writer = writer

@@ -33,10 +33,14 @@ runner can refuse an event it would otherwise fold (the lifecycle's illegal
 transitions, appends to an archived session).
 
 Stores do this for every session they create, open or fork
-(:mod:`dshpy.storage.projection_cache`): ``attach(session, cached=rows)`` with the
+(:mod:`dshpy.storage.live_session`): ``attach(session, cached=rows)`` with the
 rows that match the session's identity — ``runner.seeding`` says which rows were used
 and which were stale (re-folded) — and, after a flush (never before: the cache must
 not lead the durable log), ``runner.checkpoint()`` is written back.
+
+A session has at most one runner, kept in the session's own slot
+(``Session.projection_runner``): :func:`attach` creates it, :func:`runner_of` finds it,
+and it goes when the session goes.
 """
 
 from __future__ import annotations

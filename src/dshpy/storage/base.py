@@ -47,17 +47,16 @@ from dshpy.errors import (
 )
 from dshpy.log.fork import plan_fork
 from dshpy.log.header import FORMAT_VERSION, SessionHeader
-from dshpy.log.repair import interrupted_turn_closers
 from dshpy.log.session import Session, SessionWriter
 from dshpy.log.versions import DEFAULT_CHAIN
 from dshpy.projections.checkpoint import CachedState
 from dshpy.projections.definition import ProjectionDefinition
 from dshpy.projections.registry import ProjectionRegistry, default_registry
-from dshpy.projections.runner import Snapshot, attach
+from dshpy.projections.runner import Snapshot
 from dshpy.storage.follow import StopSignal, check_follow_args, check_from_seq, poll_follow
 from dshpy.storage.lease import Lease
+from dshpy.storage.live_session import assemble_session
 from dshpy.storage.projection_cache import (
-    CacheWriter,
     ProjectionRow,
     SessionProjections,
     cached_states,
@@ -66,6 +65,7 @@ from dshpy.storage.projection_cache import (
     rows_of,
     session_identity,
 )
+from dshpy.storage.session_info import SessionInfo
 
 __all__ = [
     "EXPORT_FORMAT",
@@ -81,43 +81,6 @@ __all__ = [
 EXPORT_FORMAT = "dshpy.session-export"
 
 log = logging.getLogger("dshpy.storage")
-
-
-@dataclass(frozen=True, slots=True)
-class SessionInfo:
-    """What ``list``/``stat`` report about one stored session."""
-
-    id: str
-    header: SessionHeader
-    event_count: int
-    updated_at: int
-    """Time of the last event (epoch ms), or ``createdAt`` for an empty log."""
-    forks: tuple[str, ...] = ()
-    """Ids of sessions forked from this one that this store knows."""
-
-    @property
-    def created_at(self) -> int:
-        return self.header.created_at
-
-    @property
-    def cwd(self) -> str | None:
-        return self.header.cwd
-
-    @property
-    def parent_session(self) -> str | None:
-        return self.header.parent_session
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "createdAt": self.header.created_at,
-            "updatedAt": self.updated_at,
-            "cwd": self.header.cwd,
-            "parentSession": self.header.parent_session,
-            "isSeeded": self.header.is_seeded,
-            "eventCount": self.event_count,
-            "forks": list(self.forks),
-        }
 
 
 @dataclass(slots=True)
@@ -553,10 +516,14 @@ class BaseStore(ABC):
         header = SessionHeader.new(
             sid, cwd=cwd, agent_preset=agent_preset, origin=origin, delegation_depth=delegation_depth
         )
-        writer = CacheWriter(self, self._insert_writer(StoredRecord(header)), header, 0)
-        session = Session(header, writer=writer)
-        writer.bind(session)
-        attach(session)  # the lifecycle guard is in place from the first append
+        session = assemble_session(
+            header,
+            [],
+            writer=self._insert_writer(StoredRecord(header)),
+            seeds=None,
+            save_rows=self._save_projection_rows,
+            restore=self._restore,
+        )
         session.set_write_behind(write_behind_ms)
         return session
 
@@ -567,18 +534,14 @@ class BaseStore(ABC):
         writer = self._writer(session_id)  # taken before reading: a locking backend reads what it owns
         try:
             header, events = self._load(session_id)
-            cache = CacheWriter(self, writer, header, len(events))
-            session = self._restore(header, events, writer=cache)
-            cache.bind(session)
-            closers = interrupted_turn_closers(events)
-            if closers:
-                session.append_events(closers)
-                session.flush()
-            # After repair, so the closers are folded like any tail; before the caller appends, so the
-            # lifecycle guard sees every new event.
-            attach(session, cached=self._cached_states(header))
-            if closers:
-                cache.save()  # the repair ended a turn: checkpoint as a turn end would
+            session = assemble_session(
+                header,
+                events,
+                writer=writer,
+                seeds=self._cached_states(header),
+                save_rows=self._save_projection_rows,
+                restore=self._restore,
+            )
         except BaseException:
             writer.close()
             raise
@@ -588,10 +551,14 @@ class BaseStore(ABC):
     def inspect(self, session_id: str) -> Session:
         """A read-only view; an interrupted turn shows closed, but nothing is written."""
         header, events = self._load(session_id)
-        closers = interrupted_turn_closers(events)
-        session = self._restore(header, [*events, *closers], flushed=len(events), read_only=True)
-        attach(session, cached=self._cached_states(header))
-        return session
+        return assemble_session(
+            header,
+            events,
+            writer=None,
+            seeds=self._cached_states(header),
+            save_rows=self._save_projection_rows,
+            restore=self._restore,
+        )
 
     # -- projections --------------------------------------------------------------------
 

@@ -60,9 +60,9 @@ from dshpy.llm.failures import LlmError
 from dshpy.llm.messages import ChatHistory, ReasoningReplay
 from dshpy.llm.retry import RetryPolicy
 from dshpy.llm.stream import AssistantStreamAccumulator
+from dshpy.log.continuation import append_resume_marker
 from dshpy.log.messages import Message
 from dshpy.log.records import (
-    append_resume_marker,
     assistant_data,
     attempt_data,
     claim_splice,

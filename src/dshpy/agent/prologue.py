@@ -22,7 +22,8 @@ from typing import Any
 from dshpy.core.events import SessionEvent, SurfaceReplace
 from dshpy.core.json import thaw
 from dshpy.errors import DshError
-from dshpy.log.records import message_text, request_header_data, system_data, system_head
+from dshpy.log.continuation import system_head
+from dshpy.log.records import message_text, request_header_data, system_data
 from dshpy.log.session import Session
 
 __all__ = ["AgentSetupError", "RequestPrologue", "system_head"]

@@ -38,7 +38,7 @@ from dshpy.agent.loop import DEFAULT_MAX_STEPS
 from dshpy.core.ids import check_session_id
 from dshpy.errors import DshError
 from dshpy.llm.client import API_KEY_HINT, ChatClient, ModelConfig, ModelConfigError
-from dshpy.log.records import system_prompt_text
+from dshpy.log.continuation import system_prompt_text
 from dshpy.log.session import Session
 from dshpy.sdk.profiles import ProfileError, load_profile
 from dshpy.storage.contract import SessionStore

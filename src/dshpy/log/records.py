@@ -11,47 +11,38 @@ id}``, ``assistant/message`` data ``{turn, step, message, usage, stream}``.
 Message ids are fresh (:func:`~dshpy.core.ids.new_message_id`) unless the caller
 passes ``message_id`` (test builders do, for stable ids).
 
-Reading: :func:`system_head` and :func:`system_prompt_text` recover the system
-prompt a session was last given from its log; :func:`append_resume_marker` writes
-dsh's marker for a session continued in a new process.
+Reading: :func:`message_text` joins a message event's text. What a whole session
+says when it is continued (its system prompt, the resume marker) is in
+:mod:`dshpy.log.continuation`: this module sees single events only, because the
+session's own invariants reach it (through the repair closers,
+:func:`closer_result_data`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from dshpy.core.events import SessionEvent
 from dshpy.core.ids import new_message_id
 
-if TYPE_CHECKING:
-    from dshpy.log.session import Session
-
 __all__ = [
-    "RESUME_MARKER",
-    "append_resume_marker",
     "assistant_data",
     "attempt_data",
     "claim_splice",
     "closer_result_data",
     "insert_splice",
     "message_text",
-    "needs_resume_marker",
     "request_context_data",
     "request_header",
     "request_header_data",
     "retry_data",
     "retry_started_data",
     "system_data",
-    "system_head",
-    "system_prompt_text",
     "tool_call_data",
     "tool_result_data",
     "user_message",
 ]
-
-RESUME_MARKER = "session/end-seed"
-"""The type dsh appends (data ``{}``) when a session is continued by a new process."""
 
 
 def _in_step(turn: int, step: int, message: dict[str, Any]) -> dict[str, Any]:
@@ -249,35 +240,6 @@ def retry_started_data(retry_id: str, turn: int, step: int, retry: int) -> dict[
     return {"retryId": retry_id, "turn": turn, "step": step, "retry": retry}
 
 
-def needs_resume_marker(session: Session) -> bool:
-    """A session with events that does not already end in a marker needs one before new work."""
-    return bool(len(session)) and session.events[-1].type != RESUME_MARKER
-
-
-def append_resume_marker(session: Session) -> SessionEvent | None:
-    """Append and flush dsh's resume marker if the session needs one (see :func:`needs_resume_marker`)."""
-    if not needs_resume_marker(session):
-        return None
-    event = session.append(RESUME_MARKER, {})
-    session.flush()
-    return event
-
-
 def message_text(event: SessionEvent) -> str:
     """The text blocks of a message event's ``message``, joined (other blocks are skipped)."""
     return "".join(str(b["text"]) for b in event.data["message"]["content"] if b.get("type") == "text")
-
-
-def system_head(session: Session) -> SessionEvent | None:
-    """The ``system/message`` holding surface node 0, if the surface starts with one."""
-    nodes = session.surface_nodes
-    if not nodes:
-        return None
-    event = session.events[nodes[0]]
-    return event if event.type == "system/message" else None
-
-
-def system_prompt_text(session: Session) -> str:
-    """The system prompt the session's model last saw (``""`` when it has none)."""
-    head = system_head(session)
-    return message_text(head) if head is not None else ""

@@ -115,6 +115,12 @@ class Session:
         self._seeded = False
         self._listeners: list[EventListener] = []
         self._guards: list[AppendGuard] = []
+        self.projection_runner: object | None = None
+        """The slot where the projection layer keeps this session's runner (:func:`dshpy.projections.runner_of`).
+
+        The log never reads it and does not know its type (projections sit above the
+        log). It is kept on the session rather than in a process-wide table so that the
+        runner lives exactly as long as its session."""
         self._clock = clock
         self._writer = writer
         self._read_only = read_only
@@ -379,7 +385,7 @@ class Session:
             log.exception("flush on exit failed for session %s", self.id)
 
     def attach_writer(self, writer: SessionWriter) -> None:
-        """Give a detached session its store writer (stores call this after creating the record)."""
+        """Give a detached session its store writer (a store's session assembly does, once the rest is in place)."""
         if self._writer is not None:
             raise ReadOnlySessionError(f'session "{self.id}" already has a writer')
         self._writer = writer
@@ -427,6 +433,7 @@ class Session:
         trial._request_header = None
         trial._listeners = []
         trial._guards = list(self._guards)
+        trial.projection_runner = None  # a trial is nobody's live session
         return trial
 
     def _admit(self, event: SessionEvent, *, restoring: bool = False, built: bool = False) -> None:

@@ -6,6 +6,8 @@
   holds the built-ins;
 * :mod:`~dshpy.projections.runner` — a runner per live session: :func:`state_of`,
   :func:`snapshot`, change listeners, the append guard, cache seeding;
+* :mod:`~dshpy.projections.commands` — :func:`set_lifecycle`, a write command the
+  lifecycle's guard checks;
 * :mod:`~dshpy.projections.checkpoint` — cache rows (:class:`CachedState`) and when
   to trust them;
 * :mod:`~dshpy.projections.builtins` — ``turn_boundary``, ``usage``, ``stats``,
@@ -21,7 +23,6 @@ from dshpy.projections.builtins.lifecycle import (
     TRANSITIONS,
     LifecycleState,
     SessionState,
-    set_lifecycle,
 )
 from dshpy.projections.builtins.stats import StatsState
 from dshpy.projections.builtins.title import TitleState, fallback_title
@@ -29,6 +30,7 @@ from dshpy.projections.builtins.todos import TodoItem, TodosState
 from dshpy.projections.builtins.turn_boundary import StepBoundary, TurnBoundaryState
 from dshpy.projections.builtins.usage import ModelUsage, Route, TokenCounts, UsageState
 from dshpy.projections.checkpoint import CachedState, Restored, SeedOutcome, restore, restore_floor, usable
+from dshpy.projections.commands import set_lifecycle
 from dshpy.projections.definition import ProjectionDefinition, ProjectionState
 from dshpy.projections.registry import ProjectionRegistry, default_registry
 from dshpy.projections.runner import (

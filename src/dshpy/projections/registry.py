@@ -14,6 +14,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from dshpy.errors import ProjectionError
+from dshpy.projections.builtins import BUILTINS
 from dshpy.projections.definition import ProjectionDefinition, S
 
 __all__ = ["ProjectionRegistry", "default_registry"]
@@ -100,8 +101,5 @@ def default_registry() -> ProjectionRegistry:
         with _default_lock:
             registry = _default.get("default")
             if registry is None:
-                # imported here: the lifecycle built-in's helper reaches the runner, which imports this module
-                from dshpy.projections.builtins import BUILTINS
-
                 registry = _default["default"] = ProjectionRegistry(BUILTINS)
     return registry

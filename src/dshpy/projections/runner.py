@@ -33,10 +33,14 @@ runner can refuse an event it would otherwise fold (the lifecycle's illegal
 transitions, appends to an archived session).
 
 Stores do this for every session they create, open or fork
-(:mod:`dshpy.storage.projection_cache`): ``attach(session, cached=rows)`` with the
+(:mod:`dshpy.storage.live_session`): ``attach(session, cached=rows)`` with the
 rows that match the session's identity — ``runner.seeding`` says which rows were used
 and which were stale (re-folded) — and, after a flush (never before: the cache must
 not lead the durable log), ``runner.checkpoint()`` is written back.
+
+A session has at most one runner, kept in the session's own slot
+(``Session.projection_runner``): :func:`attach` creates it, :func:`runner_of` finds it,
+and it goes when the session goes.
 """
 
 from __future__ import annotations
@@ -250,9 +254,9 @@ class ProjectionRunner:
                 self._remove_guard()
                 self._remove_guard = None
             session = self._session()
-            with _runners_lock:
-                if session is not None and _runners.get(session) is self:
-                    del _runners[session]
+            with _attach_lock:
+                if session is not None and session.projection_runner is self:
+                    session.projection_runner = None
 
     # -- internals ----------------------------------------------------------------
 
@@ -438,9 +442,11 @@ class ProjectionRunner:
 
 
 # -- one runner per session ---------------------------------------------------------------
+#
+# A session's runner is kept in the session's own slot (Session.projection_runner), so it lives as long as the
+# session and no longer; the lock only makes "find or create" one step when two threads attach at once.
 
-_runners: weakref.WeakKeyDictionary[Session, ProjectionRunner] = weakref.WeakKeyDictionary()
-_runners_lock = threading.Lock()
+_attach_lock = threading.Lock()
 
 
 def attach(
@@ -458,11 +464,11 @@ def attach(
     again with another ``registry`` adds its missing definitions.
     """
     chosen = default_registry() if registry is None else registry
-    with _runners_lock:
-        runner = _runners.get(session)
+    with _attach_lock:
+        runner = runner_of(session)
         if runner is None:
             runner = ProjectionRunner(session, chosen, cached=cached)
-            _runners[session] = runner
+            session.projection_runner = runner
             return runner
     if cached is not None:
         raise ProjectionError(
@@ -477,12 +483,13 @@ def attach(
 
 def runner_of(session: Session) -> ProjectionRunner | None:
     """The session's runner, if one is attached."""
-    return _runners.get(session)
+    runner = session.projection_runner
+    return runner if isinstance(runner, ProjectionRunner) else None
 
 
 def detach(session: Session) -> None:
     """Detach the session's runner, if any (its guards go with it)."""
-    runner = _runners.get(session)
+    runner = runner_of(session)
     if runner is not None:
         runner.detach()
 

@@ -31,7 +31,8 @@ from typing import Any
 from dshpy.agent import Agent, TurnResult
 from dshpy.core.events import SessionEvent
 from dshpy.llm.client import ChatClient, ModelConfig, ModelConfigError, ModelTimeouts
-from dshpy.log.records import append_resume_marker, system_prompt_text, user_message
+from dshpy.log.continuation import append_resume_marker, system_prompt_text
+from dshpy.log.records import user_message
 from dshpy.log.session import Session
 from dshpy.storage.contract import SessionStore
 

@@ -47,13 +47,12 @@ from dshpy.errors import (
 )
 from dshpy.log.fork import plan_fork
 from dshpy.log.header import FORMAT_VERSION, SessionHeader
-from dshpy.log.repair import interrupted_turn_closers
 from dshpy.log.session import Session, SessionWriter
 from dshpy.log.versions import DEFAULT_CHAIN
 from dshpy.projections.checkpoint import CachedState
 from dshpy.projections.definition import ProjectionDefinition
 from dshpy.projections.registry import ProjectionRegistry, default_registry
-from dshpy.projections.runner import Snapshot, attach
+from dshpy.projections.runner import Snapshot
 from dshpy.storage.backend import (
     BulkListing,
     ChangeFeed,
@@ -69,8 +68,8 @@ from dshpy.storage.backend import (
 from dshpy.storage.contract import SessionStore
 from dshpy.storage.follow import StopSignal, check_follow_args, check_from_seq, poll_follow
 from dshpy.storage.lease import Lease
+from dshpy.storage.live_session import assemble_session
 from dshpy.storage.projection_cache import (
-    CacheWriter,
     ProjectionRow,
     SessionProjections,
     cached_states,
@@ -434,10 +433,14 @@ class BaseStore(StorageBackend):
         header = SessionHeader.new(
             sid, cwd=cwd, agent_preset=agent_preset, origin=origin, delegation_depth=delegation_depth
         )
-        writer = CacheWriter(self, self._create_live(StoredRecord(header)), header, 0)
-        session = Session(header, writer=writer)
-        writer.bind(session)
-        attach(session)  # the lifecycle guard is in place from the first append
+        session = assemble_session(
+            header,
+            [],
+            writer=self._create_live(StoredRecord(header)),
+            seeds=None,
+            save_rows=self._store_cache_rows,
+            restore=self._restore,
+        )
         session.set_write_behind(write_behind_ms)
         return session
 
@@ -448,18 +451,14 @@ class BaseStore(StorageBackend):
         writer = self._live_writer(session_id)  # taken before reading: a locking backend reads what it owns
         try:
             header, events = self._load(session_id)
-            cache = CacheWriter(self, writer, header, len(events))
-            session = self._restore(header, events, writer=cache)
-            cache.bind(session)
-            closers = interrupted_turn_closers(events)
-            if closers:
-                session.append_events(closers)
-                session.flush()
-            # After repair, so the closers are folded like any tail; before the caller appends, so the
-            # lifecycle guard sees every new event.
-            attach(session, cached=self._cached_states(header))
-            if closers:
-                cache.save()  # the repair ended a turn: checkpoint as a turn end would
+            session = assemble_session(
+                header,
+                events,
+                writer=writer,
+                seeds=self._cached_states(header),
+                save_rows=self._store_cache_rows,
+                restore=self._restore,
+            )
         except BaseException:
             writer.close()
             raise
@@ -469,10 +468,14 @@ class BaseStore(StorageBackend):
     def inspect(self, session_id: str) -> Session:
         """A read-only view; an interrupted turn shows closed, but nothing is written."""
         header, events = self._load(session_id)
-        closers = interrupted_turn_closers(events)
-        session = self._restore(header, [*events, *closers], flushed=len(events), read_only=True)
-        attach(session, cached=self._cached_states(header))
-        return session
+        return assemble_session(
+            header,
+            events,
+            writer=None,
+            seeds=self._cached_states(header),
+            save_rows=self._store_cache_rows,
+            restore=self._restore,
+        )
 
     # -- projections --------------------------------------------------------------------
 

@@ -14,8 +14,8 @@ A reader discards a row (and re-folds that projection from the log) when
   (:func:`dshpy.projections.usable`);
 * its state does not validate against the definition's schema.
 
-Writers keep the cache from ever leading the durable log: the live session's writer
-(:class:`CacheWriter`) writes rows only after a flush returned, only for a position
+Writers keep the cache from ever leading the durable log: a live session's checkpoints
+(:class:`CacheCheckpoints`) write rows only after a flush returned, only for a position
 the store has already acknowledged (``seq`` < the durable length), and only at turn
 ends (a flushed batch holding ``turn/end``) that are at least :data:`CHECKPOINT_EVENTS`
 events or :data:`CHECKPOINT_SECONDS` after the last rows, and when the session closes.
@@ -30,10 +30,9 @@ from __future__ import annotations
 
 import logging
 import time
-import weakref
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -41,20 +40,18 @@ from dshpy.core.events import SessionEvent
 from dshpy.core.json import JsonValue, dumps, loads
 from dshpy.errors import DshError, ProjectionError
 from dshpy.log.header import SessionHeader
-from dshpy.log.session import Session, SessionWriter
 from dshpy.projections.checkpoint import CachedState, restore, restore_floor, usable
 from dshpy.projections.definition import ProjectionDefinition
-from dshpy.projections.runner import Snapshot, runner_of
-
-if TYPE_CHECKING:
-    from dshpy.storage.base import BaseStore, SessionInfo
+from dshpy.projections.runner import ProjectionRunner, Snapshot
+from dshpy.storage.records import SessionInfo
 
 __all__ = [
     "CHECKPOINT_EVENTS",
     "CHECKPOINT_SECONDS",
     "WRITE_BACK_TAIL",
-    "CacheWriter",
+    "CacheCheckpoints",
     "ProjectionRow",
+    "SaveRows",
     "SessionProjections",
     "cached_states",
     "current_values",
@@ -92,6 +89,11 @@ class ProjectionRow(NamedTuple):
     seq: int
     state: JsonValue
     identity: str
+
+
+SaveRows = Callable[[str, Sequence[ProjectionRow]], None]
+"""A store's upsert of one session's cache rows (``save_rows(session_id, rows)``, the backend's
+``_save_projection_rows``): what a live session's checkpoints write through."""
 
 
 def group_projection_rows(raw: Iterable[Sequence[Any]]) -> dict[str, dict[str, ProjectionRow]]:
@@ -208,46 +210,39 @@ def fold_cached(
     return Folded({"as_of_seq": end - 1, "values": values}, states if refold else {})
 
 
-class CacheWriter:
-    """A live session's writer that also keeps the store's projection cache (never ahead of the durable log).
+class CacheCheckpoints:
+    """When a live session's projection rows are written to its store's cache (never ahead of the durable log).
 
-    It wraps the backend's writer: every batch goes through unchanged; after a batch
-    holding a ``turn/end`` is stored (when the rows are :data:`CHECKPOINT_EVENTS` events
-    or :data:`CHECKPOINT_SECONDS` behind), and when the session is closed (after its
-    last flush, before the backend's writer lets go of any lock), the session's
-    projection runner is checkpointed — but only if its position is below what the
-    store has acknowledged, so an unflushed tail never reaches the cache. Cache write
-    failures are logged and swallowed: the log was written, the shortcut was not.
+    Told of every batch the store acknowledged (:meth:`stored`), it checkpoints the
+    session's runner after a batch holding a ``turn/end`` once the rows are
+    :data:`CHECKPOINT_EVENTS` events or :data:`CHECKPOINT_SECONDS` behind; :meth:`save`
+    checkpoints at once (when the session closes, after its last flush, and after a
+    crash repair) — but only a position below what the store has acknowledged, so an
+    unflushed tail never reaches the cache. Cache write failures are logged and
+    swallowed: the log was written, the shortcut was not.
+
+    The runner is passed in rather than held: it is attached only once the session
+    exists, while the clock of these checkpoints starts when the log was read.
     """
 
-    __slots__ = ("_durable", "_header", "_inner", "_saved", "_saved_at", "_saved_seq", "_session", "_store")
+    __slots__ = ("_durable", "_header", "_save_rows", "_saved", "_saved_at", "_saved_seq")
 
-    def __init__(self, store: BaseStore, inner: SessionWriter, header: SessionHeader, durable: int) -> None:
-        self._store = store
-        self._inner = inner
+    def __init__(self, header: SessionHeader, durable: int, save_rows: SaveRows) -> None:
         self._header = header
+        self._save_rows = save_rows
         self._durable = durable
-        """How many events the store holds for this session, as far as this writer knows."""
-        self._session: weakref.ref[Session] | None = None
+        """How many events the store holds for this session, as far as these checkpoints know."""
         self._saved: tuple[int, tuple[str, ...]] | None = None
         self._saved_seq = durable - 1
-        """The position of the newest rows this writer wrote (or found: the log's end when it was opened)."""
+        """The position of the newest rows written here (or found: the log's end when it was read)."""
         self._saved_at = time.monotonic()
-
-    @property
-    def inner(self) -> SessionWriter:
-        return self._inner
 
     @property
     def durable_length(self) -> int:
         return self._durable
 
-    def bind(self, session: Session) -> None:
-        """Name the session this writer serves (its runner is what gets checkpointed)."""
-        self._session = weakref.ref(session)
-
-    def write(self, session_id: str, expected_seq: int, events: Sequence[SessionEvent]) -> None:
-        self._inner.write(session_id, expected_seq, events)
+    def stored(self, expected_seq: int, events: Sequence[SessionEvent], runner: ProjectionRunner) -> None:
+        """The store acknowledged ``events`` at ``expected_seq``: checkpoint ``runner`` if a turn end makes it due."""
         self._durable = max(self._durable, expected_seq + len(events))
         if (
             self._durable - 1 - self._saved_seq < CHECKPOINT_EVENTS
@@ -256,21 +251,11 @@ class CacheWriter:
             return
         for event in events:
             if event.type == "turn/end":
-                self.save()
+                self.save(runner)
                 break
 
-    def close(self) -> None:
-        try:
-            self.save()
-        finally:
-            self._inner.close()
-
-    def save(self) -> bool:
-        """Checkpoint the session's runner into the cache now, if that is safe; returns whether rows were written."""
-        session = None if self._session is None else self._session()
-        runner = None if session is None else runner_of(session)
-        if runner is None:
-            return False
+    def save(self, runner: ProjectionRunner) -> bool:
+        """Checkpoint ``runner`` into the cache now, if that is safe; returns whether rows were written."""
         try:
             rows = runner.checkpoint()
         except Exception:  # a projection that cannot fold or dump an event must not fail the flush that made it durable
@@ -283,7 +268,7 @@ class CacheWriter:
         if seq >= self._durable or mark == self._saved:
             return False  # ahead of the durable log (a flush failed or is pending), or already written
         try:
-            self._store._store_cache_rows(self._header.id, rows_of(self._header, rows))
+            self._save_rows(self._header.id, rows_of(self._header, rows))
         except (DshError, OSError) as error:
             log.warning("projection cache of session %s not written: %s", self._header.id, error)
             return False

@@ -14,8 +14,9 @@ The states (DESIGN.md §5, the seed's session lifecycle)::
 * ``archived`` — put away: read-only, every append is refused.
 
 A transition is recorded by appending ``plugin:dshpy/session-state`` with ``{state,
-reason?}`` (:func:`set_lifecycle`); dshpy's plugin records are ``ignorable``, so dsh
-still reads the session. A session also becomes ``active`` by itself at a
+reason?}`` (the write command :func:`~dshpy.projections.commands.set_lifecycle`);
+dshpy's plugin records are ``ignorable``, so dsh still reads the session. A session
+also becomes ``active`` by itself at a
 ``turn/start`` while it is ``created`` (the first turn, when nothing recorded a
 state), so sessions written without these records read as one would expect.
 
@@ -28,8 +29,8 @@ for the last) and commit nothing. The fold agrees with the guard: an event the g
 refuses is a no-op for ``apply``, so a log written without the guard (another tool,
 an older build) still folds deterministically. The guard lives with the session's
 projection runner: it is in place once anything attached one
-(:func:`~dshpy.projections.attach`, :func:`set_lifecycle`, ``state_of``), which is
-why live sessions should get their runner when they are opened.
+(:func:`~dshpy.projections.attach`, ``set_lifecycle``, ``state_of``), which is
+why a store's sessions get theirs when they are created, opened or forked.
 
 A fork's child is a new session: at its inherited ``session/end-seed`` marker the
 state starts over at ``created`` (a fork of an archived session can be continued).
@@ -41,7 +42,6 @@ from typing import Any, Final, Literal, get_args
 
 from dshpy.core.events import SessionEvent
 from dshpy.errors import LifecycleError, SessionArchivedError
-from dshpy.log.session import Session
 from dshpy.projections.definition import ProjectionDefinition, ProjectionState
 
 __all__ = [
@@ -51,7 +51,6 @@ __all__ = [
     "TRANSITIONS",
     "LifecycleState",
     "SessionState",
-    "set_lifecycle",
 ]
 
 SESSION_STATE_TYPE: Final = "plugin:dshpy/session-state"
@@ -198,20 +197,3 @@ LIFECYCLE: ProjectionDefinition[LifecycleState] = ProjectionDefinition(
     check=check_lifecycle,
 )
 """created → active ⇄ paused → completed | failed → archived, enforced at append."""
-
-
-def set_lifecycle(session: Session, state: SessionState, reason: str | None = None) -> SessionEvent:
-    """Move ``session`` to ``state`` by appending a ``plugin:dshpy/session-state`` record; returns it.
-
-    Attaches the session's projection runner first (so the guard is in place) and
-    raises :class:`~dshpy.errors.LifecycleError` for an illegal transition, or
-    :class:`~dshpy.errors.SessionArchivedError` if the session is archived; nothing
-    is appended then. Like any append, the record is durable after ``session.flush()``.
-    """
-    from dshpy.projections.runner import attach  # the runner imports the built-ins
-
-    attach(session).add(LIFECYCLE)
-    data: dict[str, Any] = {"state": state}
-    if reason is not None:
-        data["reason"] = reason
-    return session.append(SESSION_STATE_TYPE, data)

@@ -433,14 +433,7 @@ class BaseStore(StorageBackend):
         header = SessionHeader.new(
             sid, cwd=cwd, agent_preset=agent_preset, origin=origin, delegation_depth=delegation_depth
         )
-        session = assemble_session(
-            header,
-            [],
-            writer=self._create_live(StoredRecord(header)),
-            seeds=None,
-            save_rows=self._store_cache_rows,
-            restore=self._restore,
-        )
+        session = self._assemble(header, [], self._create_live(StoredRecord(header)), None)
         session.set_write_behind(write_behind_ms)
         return session
 
@@ -451,14 +444,7 @@ class BaseStore(StorageBackend):
         writer = self._live_writer(session_id)  # taken before reading: a locking backend reads what it owns
         try:
             header, events = self._load(session_id)
-            session = assemble_session(
-                header,
-                events,
-                writer=writer,
-                seeds=self._cached_states(header),
-                save_rows=self._store_cache_rows,
-                restore=self._restore,
-            )
+            session = self._assemble(header, events, writer, self._cached_states(header))
         except BaseException:
             writer.close()
             raise
@@ -468,13 +454,18 @@ class BaseStore(StorageBackend):
     def inspect(self, session_id: str) -> Session:
         """A read-only view; an interrupted turn shows closed, but nothing is written."""
         header, events = self._load(session_id)
+        return self._assemble(header, events, None, self._cached_states(header))
+
+    def _assemble(
+        self,
+        header: SessionHeader,
+        events: builtins.list[SessionEvent],
+        writer: SessionWriter | None,
+        seeds: Mapping[str, CachedState] | None,
+    ) -> Session:
+        """A session of this store: :func:`~dshpy.storage.live_session.assemble_session` with its cache and restore."""
         return assemble_session(
-            header,
-            events,
-            writer=None,
-            seeds=self._cached_states(header),
-            save_rows=self._store_cache_rows,
-            restore=self._restore,
+            header, events, writer=writer, seeds=seeds, save_rows=self._store_cache_rows, restore=self._restore
         )
 
     # -- projections --------------------------------------------------------------------

@@ -26,11 +26,17 @@ __all__ = ["DerivedHistory"]
 
 
 class DerivedHistory:
-    """The messages derived from a prefix of one session's surface, caught up on demand."""
+    """The messages derived from a prefix of one session's surface.
 
-    __slots__ = ("_messages", "_produced", "_replayed", "_shared")
+    It holds the session's live surface and log (never copies) and catches up with
+    them in :meth:`derive`, so appends and replaces cost nothing here until then.
+    """
 
-    def __init__(self) -> None:
+    __slots__ = ("_log", "_messages", "_produced", "_replayed", "_shared", "_surface")
+
+    def __init__(self, surface: Surface, log: Sequence[SessionEvent]) -> None:
+        self._surface = surface
+        self._log = log
         self._messages: list[Message] = []
         self._produced = bytearray()
         """1 for each derived surface node that produced a message, else 0: the derived prefix is this long.
@@ -42,29 +48,32 @@ class DerivedHistory:
         self._shared = False
         """Whether a view over ``_messages`` has been handed out (a replace must then copy it)."""
 
-    def derive(self, surface: Surface, log: Sequence[SessionEvent]) -> LogView[Message]:
-        """The history of ``surface`` over ``log``, as an immutable snapshot."""
-        replacements = surface.replacements
-        if self._replayed < len(replacements):
-            if self._produced:  # an empty prefix has nothing to replace; the new nodes derive below
-                for plan in itertools.islice(replacements, self._replayed, None):
-                    self._replace(plan, log)
-            self._replayed = len(replacements)
+    def derive(self) -> LogView[Message]:
+        """The history of the surface over the log, as an immutable snapshot."""
+        surface = self._surface
+        if self._replayed != len(surface.replacements):
+            self._replay(surface.replacements)
         nodes = surface.nodes
         produced = self._produced
         if len(produced) < len(nodes):
+            log = self._log
             messages = self._messages
             for seq in nodes[len(produced) :]:
                 message = message_of(log[seq])
-                if message is None:
-                    produced.append(0)
-                else:
-                    produced.append(1)
+                produced.append(message is not None)
+                if message is not None:
                     messages.append(message)
         self._shared = True
         return LogView(self._messages)
 
-    def _replace(self, plan: SurfacePlan, log: Sequence[SessionEvent]) -> None:
+    def _replay(self, replacements: list[SurfacePlan]) -> None:
+        """Apply the replacements committed since the last derivation, in order."""
+        if self._produced:  # an empty prefix has nothing to replace; the new nodes derive in derive()
+            for plan in itertools.islice(replacements, self._replayed, None):
+                self._replace(plan)
+        self._replayed = len(replacements)
+
+    def _replace(self, plan: SurfacePlan) -> None:
         """Apply one committed replacement to the derived prefix.
 
         Nodes past the prefix were never derived, so only the shadowed nodes inside
@@ -75,10 +84,10 @@ class DerivedHistory:
         start = plan.start_index
         if start >= len(produced):
             return
-        end = min(plan.end_index + 1, len(produced))
+        end = plan.end_index + 1  # counts and slices stop at the prefix's end by themselves
         at = produced.count(1, 0, start)
         removed = produced.count(1, start, end)
-        message = message_of(log[plan.seq])
+        message = message_of(self._log[plan.seq])
         inserted = [] if message is None else [message]
         produced[start:end] = b"\x01" if inserted else b"\x00"
         if self._shared:

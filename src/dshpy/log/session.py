@@ -108,7 +108,7 @@ class Session:
         self._events: list[SessionEvent] = []
         self._surface = Surface()
         self._lifecycle = Lifecycle()
-        self._history = DerivedHistory()
+        self._history = DerivedHistory(self._surface, self._events)
         self._request_header: Any = None
         self._inherited = 0
         self._seeded = False
@@ -202,7 +202,7 @@ class Session:
         changed since the last one. The result is an immutable snapshot sharing the
         stored message objects.
         """
-        return self._history.derive(self._surface, self._events)
+        return self._history.derive()
 
     def request_header(self) -> Any:
         """The ``header`` of the latest ``request/header`` event, or ``None`` before the first."""

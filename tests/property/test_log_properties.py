@@ -2,7 +2,9 @@
 
 * derivation: the incremental ``derive_messages()`` cache equals an independent
   from-scratch fold after every append (and after every ``append_events`` batch), and
-  equals a restored session's; an earlier history snapshot never changes;
+  equals a restored session's; deriving only now and then, so that several replaces
+  and appends land between two derivations, gives the same history as a fold from
+  scratch; an earlier history snapshot never changes;
 * codec: every event survives encode → decode unchanged, with and without packed
   seq ranges, and re-encodes to the same bytes;
 * repair: any prefix of a valid log plus its interrupted-turn closers is a valid,
@@ -109,6 +111,27 @@ def test_batched_appends_derive_the_same_history(ops: list[AppendOp], data: st.D
         session.append_events(events[len(session) : len(session) + size])
         assert derived(session) == reference_messages(list(session.events))
     assert list(session.events) == events
+
+
+@PROPERTY
+@given(session_scripts(max_ops=80), st.data())
+def test_derivation_now_and_then_matches_a_fold_from_scratch(ops: list[AppendOp], data: st.DataObject) -> None:
+    """Replaces (compactions, prunes, system prompts, nested ones) land in any mix between two derivations."""
+    session = new_session()
+    every = data.draw(st.integers(1, 6), label="derive about every n ops")
+    held: list[tuple[Sequence[Message], list[Message]]] = []
+    for op in ops:
+        op.apply(session)
+        if data.draw(st.integers(1, every), label="derive now") == 1:
+            history = session.derive_messages()
+            events = list(session.events)
+            assert [(m.seq, m.data) for m in history] == reference_messages(events)
+            assert list(history) == list(Session(session.header, events).derive_messages())
+            if data.draw(st.booleans(), label="hold this history"):
+                held.append((history, list(history)))
+    assert derived(session) == reference_messages(list(session.events))
+    for history, kept in held:
+        assert list(history) == kept
 
 
 # -- (b) codec ---------------------------------------------------------------------------------

@@ -32,8 +32,9 @@ from dshpy.core.validation import validate_event_data
 from dshpy.core.vocabulary import KNOWN_EVENT_TYPES, is_plugin_type, unknown_type_error
 from dshpy.errors import EventError, ReadOnlySessionError, SurfaceError
 from dshpy.log.header import SessionHeader
+from dshpy.log.history import DerivedHistory
 from dshpy.log.invariants import Lifecycle, orphan_compactions
-from dshpy.log.messages import LogView, Message, message_of
+from dshpy.log.messages import LogView, Message
 from dshpy.log.surface import Surface
 
 __all__ = ["AppendGuard", "EventListener", "Session", "SessionWriter"]
@@ -107,9 +108,7 @@ class Session:
         self._events: list[SessionEvent] = []
         self._surface = Surface()
         self._lifecycle = Lifecycle()
-        self._messages: list[Message] = []
-        self._derived_nodes = 0
-        self._derived_generation = 0
+        self._history = DerivedHistory(self._surface, self._events)
         self._request_header: Any = None
         self._inherited = 0
         self._seeded = False
@@ -204,24 +203,12 @@ class Session:
     def derive_messages(self) -> Sequence[Message]:
         """The model's message history, folded from the surface.
 
-        Incremental: appends extend the cached history, only a replace rebuilds it.
-        The result is an immutable snapshot sharing the stored message objects.
+        Incremental: appends extend the cached history and a replace edits it in
+        place (the shadowed messages out, the replacement in), so a call costs what
+        changed since the last one. The result is an immutable snapshot sharing the
+        stored message objects.
         """
-        surface = self._surface
-        if surface.generation != self._derived_generation:
-            self._messages = []
-            self._derived_nodes = 0
-            self._derived_generation = surface.generation
-        nodes = surface.nodes
-        if self._derived_nodes < len(nodes):
-            events = self._events
-            messages = self._messages
-            for seq in nodes[self._derived_nodes :]:
-                message = message_of(events[seq])
-                if message is not None:
-                    messages.append(message)
-            self._derived_nodes = len(nodes)
-        return LogView(self._messages)
+        return self._history.derive()
 
     def request_header(self) -> Any:
         """The ``header`` of the latest ``request/header`` event, or ``None`` before the first."""

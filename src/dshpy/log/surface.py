@@ -42,19 +42,19 @@ def _error(event: SessionEvent, detail: str) -> SurfaceError:
 class Surface:
     """Incremental surface fold over one log (seqs of the visible events, in model order)."""
 
-    __slots__ = ("generation", "nodes", "protected_head")
+    __slots__ = ("nodes", "protected_head", "replacements")
 
     def __init__(self) -> None:
         self.nodes: list[int] = []
-        self.generation = 0
-        """Counts committed replacements; derived caches rebuild when it moves."""
+        self.replacements: list[SurfacePlan] = []
+        """Every committed replace, in order: a derived cache catches up by replaying the ones it has not seen."""
         self.protected_head: int | None = None
         """Seq of the system prompt holding surface node 0, if the surface started with one."""
 
     def copy(self) -> Surface:
         clone = Surface()
         clone.nodes = list(self.nodes)
-        clone.generation = self.generation
+        clone.replacements = list(self.replacements)
         clone.protected_head = self.protected_head
         return clone
 
@@ -126,7 +126,7 @@ class Surface:
             if plan.system and self.nodes[plan.start_index] == self.protected_head:
                 self.protected_head = plan.seq
             self.nodes[plan.start_index : plan.end_index + 1] = [plan.seq]
-            self.generation += 1
+            self.replacements.append(plan)
         else:
             if plan.system and not self.nodes:
                 self.protected_head = plan.seq

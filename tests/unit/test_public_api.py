@@ -7,7 +7,13 @@ PROJECTIONS = {
     "ProjectionRunner", "ProjectionState", "SessionArchivedError", "set_lifecycle", "snapshot", "state_of",
 }
 
-EXPECTED = PROJECTIONS | {
+COMPACTION = {
+    "BasicPolicy", "BasicStrategy", "CompactionBusyError", "CompactionEngine", "CompactionError", "CompactionResult",
+    "CompactionStrategy", "ContextUsage", "NothingToCompactError", "SummaryOutput", "SummaryRequest", "TokenMeter",
+    "ToolResultPruner", "compact", "context_usage", "needs_compaction",
+}
+
+EXPECTED = PROJECTIONS | COMPACTION | {
     "DEFAULT_CHAIN", "EVENT_DATA_SHAPES", "FORMAT_VERSION", "KNOWN_EVENT_TYPES", "SURFACE_EVENT_TYPES",
     "BaseStore", "ConflictError", "CorruptSessionError", "DshError", "EventError", "ForkError", "ForkPlan",
     "FormatVersionError", "FrozenDict", "FrozenList", "InvalidSessionIdError", "InvariantError", "Lifecycle",
@@ -48,6 +54,9 @@ def test_error_tree():
     assert issubclass(dshpy.SessionBusyError, dshpy.ConflictError)
     assert issubclass(dshpy.StoreFullError, dshpy.StoreError)
     assert issubclass(dshpy.ReadOnlyStoreError, dshpy.StoreError)
+    assert issubclass(dshpy.CompactionError, dshpy.DshError)
+    assert issubclass(dshpy.CompactionBusyError, dshpy.CompactionError)
+    assert issubclass(dshpy.NothingToCompactError, dshpy.CompactionError)
 
 
 def test_open_store_rejects_unknown_schemes_clearly():

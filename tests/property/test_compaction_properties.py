@@ -6,6 +6,9 @@
   refused one (nothing compactable, a summary too big) leaves the log untouched;
 * the model never sees a shadowed message again, and a session restored from the
   stored events derives exactly the same history;
+* the token meter, folding as the log grows, always prices exactly the current
+  surface (its derived messages) and keeps the same tool-pairing cuts as a walk
+  from scratch;
 * pruning keeps head + marker + tail by code point, never splits a surrogate pair,
   and a second pass finds nothing.
 """
@@ -20,7 +23,15 @@ from hypothesis import strategies as st
 
 import dshpy
 from dshpy import Session
-from dshpy.compaction import PRUNE_MARKER, CompactionEngine, SummaryOutput, ToolResultPruner
+from dshpy.compaction import (
+    PRUNE_MARKER,
+    CompactionEngine,
+    SummaryOutput,
+    TokenMeter,
+    ToolResultPruner,
+    estimate_message,
+)
+from dshpy.compaction.pairing import balanced_cuts, tool_link
 from dshpy.errors import CompactionError
 from dshpy.log import records
 from dshpy.testing.strategies import SURROGATES, replay, session_scripts, texts
@@ -91,6 +102,20 @@ def test_compaction_is_tool_balanced_valid_and_hides_what_it_replaced(
     assert [m.to_dict() for m in restored.derive_messages()] == [m.to_dict() for m in session.derive_messages()]
 
 
+@PROPERTY
+@given(ops=session_scripts(max_ops=80))
+def test_the_meter_follows_the_surface_exactly(ops: list[Any]) -> None:
+    session = new_session()
+    meter = TokenMeter()
+    for op in ops:
+        op.apply(session)
+        measurement = meter.measure(session)
+        assert measurement.seqs == tuple(session.surface_nodes)
+        assert measurement.surface_tokens == sum(estimate_message(m.data) for m in session.derive_messages())
+        assert list(measurement.cuts) == balanced_cuts(tool_link(session.events[seq]) for seq in measurement.seqs)
+    assert meter.measure(session) == TokenMeter().measure(session)
+
+
 def split_units(text: str) -> list[str]:
     """Code points, a high + low surrogate pair as one (written apart from the pruner's own walk)."""
     units: list[str] = []
@@ -112,7 +137,9 @@ _unit = st.one_of(st.characters(), st.sampled_from([*SURROGATES, "😀", "\ud83d
     tail=st.integers(0, 60),
     slack=st.integers(0, 100),
 )
-def test_pruning_keeps_head_and_tail_whole_and_is_idempotent(units: list[str], head: int, tail: int, slack: int) -> None:
+def test_pruning_keeps_head_and_tail_whole_and_is_idempotent(
+    units: list[str], head: int, tail: int, slack: int
+) -> None:
     text = "".join(units)
     threshold = head + len(PRUNE_MARKER) + tail + slack
     pruner = ToolResultPruner(threshold_chars=threshold, head_chars=head, tail_chars=tail)

@@ -26,11 +26,10 @@ from typing import Any
 
 from dshpy.compaction.checkpoint import SUMMARY_INSTRUCTION, frame_summary
 from dshpy.compaction.meter import Measurement
-from dshpy.compaction.pairing import balanced_cuts
 from dshpy.compaction.strategy import Budgets, Span
 from dshpy.compaction.summarizer import SummaryRequest
 from dshpy.errors import CompactionConfigError
-from dshpy.log.messages import Message, message_of
+from dshpy.log.messages import Message
 from dshpy.log.session import Session
 
 __all__ = ["DEFAULT_RETAIN_RATIO", "BasicPolicy", "BasicStrategy"]
@@ -143,34 +142,35 @@ class BasicStrategy:
         return self.policy.budgets(window, reserved_output_tokens)
 
     def select_span(self, session: Session, measurement: Measurement, retain_tokens: int) -> Span | None:
-        nodes = measurement.nodes
-        if not nodes:
+        seqs, prices = measurement.seqs, measurement.prices
+        if not seqs:
             return None
         events = session.events
-        first = 1 if events[nodes[0].seq].type == "system/message" else 0
+        first = 1 if events[seqs[0]].type == "system/message" else 0
         kept = 0
-        keep_from = len(nodes)
-        for index in range(len(nodes) - 1, -1, -1):
-            kept += nodes[index].tokens
+        keep_from = len(seqs)
+        for index in range(len(seqs) - 1, -1, -1):
+            kept += prices[index]
             keep_from = index
             if kept >= retain_tokens:
                 break
         if keep_from <= first:
             return None
-        cuts = balanced_cuts(events, [node.seq for node in nodes])
+        cuts = measurement.cuts
         while keep_from > first and not cuts[keep_from]:
             keep_from -= 1
         if keep_from <= first:
             return None
-        chosen = nodes[first:keep_from]
-        return Span(tuple(node.seq for node in chosen), first, sum(node.tokens for node in chosen))
+        return Span(seqs[first:keep_from], first, sum(prices[first:keep_from]))
 
     def summary_request(self, session: Session, span: Span, *, compaction_id: str) -> SummaryRequest:
-        events = session.events
         nodes = session.surface_nodes
-        head = message_of(events[nodes[0]]) if nodes and events[nodes[0]].type == "system/message" else None
-        messages: list[Message] = [] if head is None else [head]
-        messages += [m for m in (message_of(events[seq]) for seq in span.seqs) if m is not None]
+        head = nodes[0] if nodes and session.events[nodes[0]].type == "system/message" else None
+        chosen = set(span.seqs)
+        if head is not None:
+            chosen.add(head)
+        # the shared message objects of the history the model was sent, system prompt first
+        messages: list[Message] = [m for m in session.derive_messages() if m.seq in chosen]
         header = session.request_header()
         tools = header.get("tools") if isinstance(header, Mapping) else None
         provider, model = _route(session)

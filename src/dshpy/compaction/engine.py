@@ -37,7 +37,6 @@ from dshpy.compaction.basic import BasicStrategy
 from dshpy.compaction.checkpoint import summary_text_blocks
 from dshpy.compaction.estimate import estimate_message
 from dshpy.compaction.meter import DEFAULT_METER, Measurement, TokenMeter
-from dshpy.compaction.pairing import balanced_cuts
 from dshpy.compaction.pruner import PruneResult, ToolResultPruner
 from dshpy.compaction.strategy import Budgets, CompactionStrategy, Span
 from dshpy.compaction.summarizer import AsyncSummarizer, Summarizer, SummaryOutput, SummaryRequest
@@ -367,7 +366,7 @@ def _check_idle(session: Session) -> None:
 
 
 def _nothing(session: Session, measurement: Measurement) -> str:
-    if not measurement.nodes:
+    if not measurement.seqs:
         return f'session "{session.id}" has nothing to compact: no message is visible to the model yet'
     return (
         f'session "{session.id}" has no compactable span: the newest message is always kept, a system prompt at '
@@ -376,31 +375,29 @@ def _nothing(session: Session, measurement: Measurement) -> str:
 
 
 def _explicit_span(measurement: Measurement, start_seq: int, end_seq: int) -> Span:
-    seqs = [node.seq for node in measurement.nodes]
-    try:
-        first, last = seqs.index(start_seq), seqs.index(end_seq)
-    except ValueError:
+    seqs = measurement.seqs
+    if start_seq not in seqs or end_seq not in seqs:
         missing = start_seq if start_seq not in seqs else end_seq
-        raise CompactionError(f"seq {missing} is not on the current surface", code="invalid-span") from None
+        raise CompactionError(f"seq {missing} is not on the current surface", code="invalid-span")
+    first, last = seqs.index(start_seq), seqs.index(end_seq)
     if first > last:
         raise CompactionError(
             f"span start {start_seq} (position {first}) comes after its end {end_seq} (position {last})",
             code="invalid-span",
         )
-    chosen = measurement.nodes[first : last + 1]
-    return Span(tuple(node.seq for node in chosen), first, sum(node.tokens for node in chosen))
+    return Span(seqs[first : last + 1], first, sum(measurement.prices[first : last + 1]))
 
 
 def _check_span(session: Session, measurement: Measurement, span: Span) -> None:
     """A strategy's (or caller's) span must be current, balanced, and leave the system head alone."""
-    nodes = measurement.nodes
+    seqs = measurement.seqs
     first, count = span.start_index, len(span.seqs)
-    if count == 0 or tuple(node.seq for node in nodes[first : first + count]) != span.seqs:
+    if count == 0 or seqs[first : first + count] != span.seqs:
         raise CompactionError(f"span {list(span.seqs)} is not a run of current surface nodes", code="invalid-span")
     events = session.events
     if first == 0 and events[span.start_seq].type == "system/message":
         raise CompactionError("the system prompt at surface node 0 is never compacted", code="invalid-span")
-    cuts = balanced_cuts(events, [node.seq for node in nodes])
+    cuts = measurement.cuts
     if not cuts[first]:
         raise UnbalancedSpanError(f"span start {span.start_seq} would separate a tool call from its result")
     if not cuts[first + count]:
@@ -409,13 +406,12 @@ def _check_span(session: Session, measurement: Measurement, span: Span) -> None:
 
 def _check_unchanged(session: Session, measurement: Measurement, span: Span) -> None:
     """The summary was written for ``span``: the same nodes, at the same prices, still a balanced run."""
-    nodes = measurement.nodes
-    seqs = [node.seq for node in nodes]
+    seqs = measurement.seqs
     first = seqs.index(span.start_seq) if span.start_seq in seqs else -1
-    current = nodes[first : first + len(span.seqs)] if first >= 0 else ()
-    if tuple(node.seq for node in current) != span.seqs:
+    end = first + len(span.seqs)
+    if first < 0 or seqs[first:end] != span.seqs:
         raise CompactionChangedError("the compacted span is no longer a run of current surface nodes")
-    if sum(node.tokens for node in current) != span.token_count:
+    if sum(measurement.prices[first:end]) != span.token_count:
         raise CompactionChangedError("the compacted span was rewritten while its summary was being written")
     try:
         _check_span(session, measurement, Span(span.seqs, first, span.token_count))

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from dshpy.compaction.estimate import estimate_message, estimate_tools
+from dshpy.compaction.pairing import Link, apply_link, balanced_cuts, tool_link
 from dshpy.compaction.window import default_context_window
 from dshpy.core.events import SessionEvent, SurfaceReplace
 from dshpy.core.vocabulary import SURFACE_EVENT_TYPES
@@ -59,10 +60,19 @@ class Measurement:
     """Heuristic price of the tool schemas of the latest ``request/header``."""
     baseline: Baseline
     """``usage``: anchored to the provider's count; ``estimated``: heuristic only; ``none``: empty."""
-    nodes: tuple[PricedNode, ...]
+    seqs: tuple[int, ...]
     """The current surface, in model order."""
+    prices: tuple[int, ...]
+    """The heuristic price of each node of :attr:`seqs`."""
+    cuts: tuple[bool, ...]
+    """``cuts[i]``: no tool call is open across the cut before node ``i`` (one more entry: after the last)."""
     log_length: int
     """How many events the measurement covers."""
+
+    @property
+    def nodes(self) -> tuple[PricedNode, ...]:
+        """The surface as (seq, price) pairs."""
+        return tuple(map(PricedNode, self.seqs, self.prices))
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +116,10 @@ class _Fold:
     consumed: int = 0
     seqs: list[int] = field(default_factory=list)
     prices: list[int] = field(default_factory=list)
+    links: list[Link] = field(default_factory=list)
+    cuts: list[bool] | None = field(default_factory=lambda: [True])
+    """Kept up to date while nodes are only appended; ``None`` after a replace (rebuilt on demand)."""
+    open_calls: set[str] = field(default_factory=set)
     surface_tokens: int = 0
     header: Any = None
     tools_tokens: int = 0
@@ -126,6 +140,7 @@ class _Fold:
         if kind == "assistant/message":
             usage = _usage_tokens(event.data.get("usage"))
             self.anchor = _Anchor(self.header, self.surface_tokens + price, usage)
+        link = tool_link(event)
         op = event.surface_op
         if isinstance(op, SurfaceReplace):
             start = self.seqs.index(op.start_seq)
@@ -133,10 +148,24 @@ class _Fold:
             self.surface_tokens += price - sum(self.prices[start : end + 1])
             self.seqs[start : end + 1] = [event.seq]
             self.prices[start : end + 1] = [price]
+            self.links[start : end + 1] = [link]
+            self.cuts = None
         else:
             self.seqs.append(event.seq)
             self.prices.append(price)
+            self.links.append(link)
             self.surface_tokens += price
+            if self.cuts is not None:
+                apply_link(self.open_calls, link)
+                self.cuts.append(not self.open_calls)
+
+    def current_cuts(self) -> list[bool]:
+        if self.cuts is None:
+            self.cuts = balanced_cuts(self.links)
+            self.open_calls = set()
+            for link in self.links:
+                apply_link(self.open_calls, link)
+        return self.cuts
 
     def total(self) -> tuple[int, Baseline]:
         """The next request's estimate and what it is anchored to."""
@@ -196,12 +225,13 @@ class TokenMeter:
         return state
 
     def measure(self, session: Session) -> Measurement:
-        """The next request's estimate with the priced surface (O(surface) for the node list)."""
+        """The next request's estimate with the priced surface (O(surface): it copies the node list)."""
         with self._lock:
             state = self._fold(session)
             total, baseline = state.total()
-            nodes = tuple(map(PricedNode, state.seqs, state.prices))
-            return Measurement(total, state.surface_tokens, state.tools_tokens, baseline, nodes, state.consumed)
+            seqs, prices, cuts = tuple(state.seqs), tuple(state.prices), tuple(state.current_cuts())
+            surface, tools = state.surface_tokens, state.tools_tokens
+            return Measurement(total, surface, tools, baseline, seqs, prices, cuts, state.consumed)
 
     def usage(self, session: Session, *, window: int | None = None) -> ContextUsage:
         """How full the context is; ``window`` overrides the one the log records (or the model's default)."""

@@ -6,6 +6,11 @@ start and end at *balanced* cuts: no call advertised before the cut is answered
 after it. The walk follows the current surface in model order, as dsh's
 ``toolPairingBalancedBefore/After`` do, because earlier replacements move nodes.
 
+Each surface node is reduced once to its *link* (:func:`tool_link`): the call ids
+an assistant message advertises, the call id a tool result answers, or nothing.
+The token meter keeps the links beside its prices and extends the cuts as nodes
+are appended, so a compaction reads them instead of walking the log.
+
 dsh counts calls and results; this walk matches them by call id, which gives the
 same cuts on every surface dsh accepts and, where a plain user-message
 replacement already left a result without its call, keeps going (dsh would stop
@@ -14,29 +19,39 @@ with "corrupt surface"; compacting can only remove such an orphan, never make on
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable
 
 from dshpy.core.events import SessionEvent
 
-__all__ = ["balanced_cuts", "is_balanced_span"]
+__all__ = ["Link", "apply_link", "balanced_cuts", "tool_link"]
+
+Link = tuple[str, ...] | str | None
+"""The call ids a node advertises (a tuple), the call id it answers (a str), or ``None``."""
 
 
-def balanced_cuts(events: Sequence[SessionEvent], nodes: Sequence[int]) -> list[bool]:
-    """``cuts[i]``: whether the cut just before ``nodes[i]`` is balanced (``cuts[len(nodes)]``: after the last)."""
+def tool_link(event: SessionEvent) -> Link:
+    """What ``event`` (a surface node) does to the open tool calls."""
+    if event.type == "assistant/message":
+        ids = tuple(block["id"] for block in event.data["message"]["content"] if block.get("type") == "tool-call")
+        return ids or None
+    if event.type == "tool/result":
+        return str(event.data["message"]["toolCallId"])
+    return None
+
+
+def apply_link(open_calls: set[str], link: Link) -> None:
+    """Open or answer calls for one node."""
+    if isinstance(link, tuple):
+        open_calls.update(link)
+    elif link is not None:
+        open_calls.discard(link)
+
+
+def balanced_cuts(links: Iterable[Link]) -> list[bool]:
+    """``cuts[i]``: whether the cut just before node ``i`` is balanced (the last entry: after the last node)."""
     open_calls: set[str] = set()
     cuts = [True]
-    for seq in nodes:
-        event = events[seq]
-        if event.type == "assistant/message":
-            for block in event.data["message"]["content"]:
-                if block.get("type") == "tool-call":
-                    open_calls.add(block["id"])
-        elif event.type == "tool/result":
-            open_calls.discard(event.data["message"]["toolCallId"])
+    for link in links:
+        apply_link(open_calls, link)
         cuts.append(not open_calls)
     return cuts
-
-
-def is_balanced_span(cuts: Sequence[bool], start_index: int, end_index: int) -> bool:
-    """Whether positions ``start_index..end_index`` (inclusive) start and end at balanced cuts."""
-    return cuts[start_index] and cuts[end_index + 1]

@@ -134,13 +134,13 @@ def bench_compact(header: dshpy.SessionHeader, events: list[dshpy.SessionEvent],
                     engine.meter.usage(session)
                     session.derive_messages()
                     runs["plan_warm"].append(timed(lambda s=session, e=engine: e.plan(s)))
-                result: list[Any] = []
-                runs[variant].append(timed(lambda s=session, e=engine: result.append(e.compact(s, instant))))
+                landed: list[Any] = []
+                runs[variant].append(timed(lambda s=session, e=engine, out=landed: out.append(e.compact(s, instant))))
                 assert len(session) == len(log) + 4
         out[str(size)] = {
             "events": len(log),
             "surface_nodes": len(dshpy.Session(header, log).surface_nodes),
-            "shadowed": len(result[0].shadowed_seqs),
+            "shadowed": len(landed[0].shadowed_seqs),
             **{f"{name}_ms": min(times) * 1e3 for name, times in runs.items()},
         }
     return out
@@ -166,7 +166,7 @@ def bench_meter_step(header: dshpy.SessionHeader, events: list[dshpy.SessionEven
         log = prefix(events, size)
         session = dshpy.Session(header, log)
         meter = TokenMeter()
-        cold = min(timed(lambda: TokenMeter().usage(session)) for _ in range(args.rounds))
+        cold = min(timed(lambda s=session: TokenMeter().usage(s)) for _ in range(args.rounds))
         meter.usage(session)
         step: list[float] = []
         measure: list[float] = []
@@ -267,7 +267,9 @@ def report_meter_accuracy(result: dict[str, Any], args: Any) -> None:
     extra = "   DeepSeek V4 tokenizer" if result["tokenizer"] else ""
     print(f"   fixture              seq   estimate   reported{extra}")
     for row in result["requests"]:
-        tokenizer = f"   {row['tokenizer']:>8,} ({row['estimate'] / row['tokenizer'] - 1:+.1%})" if "tokenizer" in row else ""
+        tokenizer = (
+            f"   {row['tokenizer']:>8,} ({row['estimate'] / row['tokenizer'] - 1:+.1%})" if "tokenizer" in row else ""
+        )
         print(f"   {row['fixture']:<18} {row['seq']:>5}   {row['estimate']:>8,}   {row['reported']:>8,}{tokenizer}")
     print(f"   median error against the reported count: {result['error_vs_reported_median']:+.0%}")
     if result["tokenizer"]:

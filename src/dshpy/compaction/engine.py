@@ -193,7 +193,6 @@ class CompactionEngine:
     def _compact_flow(
         self,
         session: Session,
-        *,
         retain_tokens: int,
         span: tuple[int, int] | None,
         source_command_id: str | None,
@@ -230,9 +229,7 @@ class CompactionEngine:
                 if result is None:
                     return None
                 break
-            result = yield from self._compact_flow(
-                session, retain_tokens=budgets.retain_tokens, span=None, source_command_id=None, flush=True, replans=1
-            )
+            result = yield from self._compact_flow(session, budgets.retain_tokens, None, None, True, 1)
             measurement = self.meter.measure(session)
             if measurement.total_tokens < threshold:
                 return result
@@ -247,9 +244,7 @@ class CompactionEngine:
         if prune and session.open_turn is not None:
             pruned = self.pruner.prune(session, clock=self._clock)
         try:
-            result: CompactionResult | None = yield from self._compact_flow(
-                session, retain_tokens=0, span=None, source_command_id=None, flush=True, replans=1
-            )
+            result: CompactionResult | None = yield from self._compact_flow(session, 0, None, None, True, 1)
         except NothingToCompactError:
             result = None
         return OverflowRecovery(pruned, result)
@@ -273,14 +268,7 @@ class CompactionEngine:
         nothing to compact, another compaction holds the session, the span would split
         a tool pair, or the summary is unusable.
         """
-        flow = self._compact_flow(
-            session,
-            retain_tokens=retain_tokens,
-            span=span,
-            source_command_id=source_command_id,
-            flush=flush,
-            replans=replans,
-        )
+        flow = self._compact_flow(session, retain_tokens, span, source_command_id, flush, replans)
         return _drive(flow, summarizer)
 
     async def acompact(
@@ -295,14 +283,7 @@ class CompactionEngine:
         replans: int = 1,
     ) -> CompactionResult:
         """:meth:`compact` with an async (or sync) summarizer."""
-        flow = self._compact_flow(
-            session,
-            retain_tokens=retain_tokens,
-            span=span,
-            source_command_id=source_command_id,
-            flush=flush,
-            replans=replans,
-        )
+        flow = self._compact_flow(session, retain_tokens, span, source_command_id, flush, replans)
         return await _adrive(flow, summarizer)
 
     def compact_if_needed(

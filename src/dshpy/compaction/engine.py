@@ -47,6 +47,7 @@ from dshpy.errors import (
     CompactionError,
     ContextStillFullError,
     EmptySummaryError,
+    EventError,
     NothingToCompactError,
     ReadOnlySessionError,
     SummaryFailedError,
@@ -170,7 +171,12 @@ class CompactionEngine:
         _check_unchanged(session, self.meter.measure(session), plan.span)
         seq, turn = session.next_seq, session.open_turn
         events = compaction_events(plan, summary, message, output, seq=seq, time=self._clock(), turn=turn)
-        session.append_events(events)
+        try:
+            session.append_events(events)
+        except EventError:
+            if session.next_seq != seq:  # another thread appended between the check and the batch
+                raise CompactionChangedError("the session grew while the compaction was being committed") from None
+            raise
         if flush:
             session.flush()
         return CompactionResult(

@@ -13,6 +13,17 @@ import their base from here, so this module stays the lowest layer::
     ├── ForkError                 a fork was refused; ``.code`` says why (dsh's codes)
     ├── ReadOnlySessionError      the session handle cannot append (inspect view, closed, archived)
     ├── ProjectionError           a projection was misregistered, unknown, or its cached state unusable
+    ├── CompactionError           compaction or pruning refused or failed; nothing was written; ``.code``
+    │   ├── NothingToCompactError     no span can be compacted (empty session, one indivisible tool pair, …)
+    │   ├── CompactionBusyError       another compaction bracket is still open in this lifecycle
+    │   ├── UnbalancedSpanError       the span would separate a tool call from its result
+    │   ├── CompactionChangedError    the span changed while its summary was being written
+    │   ├── SummaryFailedError        the summarizer raised (the cause is chained)
+    │   ├── SummaryRejectedError      the summary cannot replace the span (image output)
+    │   │   ├── EmptySummaryError     the summary holds no text
+    │   │   └── SummaryTooLargeError  the framed summary is not smaller than what it would shadow
+    │   ├── ContextStillFullError     still over the threshold after every allowed compaction round
+    │   └── PruneOutsideTurnError     a tool result can only be pruned inside an open turn
     ├── NotJsonError              a value cannot be stored as lossless JSON; ``.path`` locates it [core.json]
     ├── StoreError                persistence failed or refused
     │   ├── ConflictError         another writer got there first (expected seq was stale)
@@ -29,6 +40,7 @@ import their base from here, so this module stays the lowest layer::
     ├── ZstdFrameError            a complete zstd frame is damaged; the JSONL backend reports it as
     │                             CorruptSessionError, it never reaches a store's caller [storage.jsonl.zstd_frames]
     ├── ConfigError               a setting (config file, flag, environment variable) is unusable; names it
+    │   ├── CompactionConfigError a compaction policy that does not fit the model's context window
     │   ├── ModelConfigError      the model route or time limits are unusable [llm.config]
     │   │   └── MissingApiKeyError  no API key; says how to set one [llm.config]
     │   ├── ProfileError          the SDK/server profile is unknown or its file invalid [sdk.profiles]
@@ -59,17 +71,25 @@ loaded from disk points at the exact event that broke a rule.
 from __future__ import annotations
 
 __all__ = [
+    "CompactionBusyError",
+    "CompactionChangedError",
+    "CompactionConfigError",
+    "CompactionError",
     "ConfigError",
     "ConflictError",
+    "ContextStillFullError",
     "CorruptSessionError",
     "DshError",
+    "EmptySummaryError",
     "EventError",
     "ForkError",
     "FormatVersionError",
     "InvalidSessionIdError",
     "InvariantError",
     "LifecycleError",
+    "NothingToCompactError",
     "ProjectionError",
+    "PruneOutsideTurnError",
     "ReadOnlySessionError",
     "ReadOnlyStoreError",
     "SessionArchivedError",
@@ -79,7 +99,11 @@ __all__ = [
     "StoreError",
     "StoreFullError",
     "StoreUnavailableError",
+    "SummaryFailedError",
+    "SummaryRejectedError",
+    "SummaryTooLargeError",
     "SurfaceError",
+    "UnbalancedSpanError",
     "UnknownEventTypeError",
 ]
 
@@ -169,6 +193,87 @@ class ProjectionError(DshError):
     definition or ``state_version``, an unknown key, or cached state that does not validate."""
 
 
+class CompactionError(DshError):
+    """Compaction or tool-result pruning was refused or failed, and nothing was appended.
+
+    ``code`` is a stable name for the case. Where dsh's ``ManualCompactionError`` has
+    a code for the same situation it is used (``busy``, ``changed``, ``summary``), so a
+    ``/compact`` front end can word the outcome as dsh does.
+    """
+
+    code = "compaction"
+
+    def __init__(self, message: str, *, code: str | None = None) -> None:
+        super().__init__(message)
+        if code is not None:
+            self.code = code
+
+
+class NothingToCompactError(CompactionError):
+    """No span can be compacted: the session is empty, the whole surface must be kept,
+    or the only candidate would split one indivisible tool call from its result."""
+
+    code = "empty"
+
+
+class CompactionBusyError(CompactionError):
+    """A ``compaction/start`` is still unmatched in this lifecycle: another compaction owns the session."""
+
+    code = "busy"
+
+
+class UnbalancedSpanError(CompactionError):
+    """The requested span starts or ends between a tool call and its result."""
+
+    code = "unbalanced"
+
+
+class CompactionChangedError(CompactionError):
+    """The span the summary was written for is no longer the same current surface span."""
+
+    code = "changed"
+
+
+class SummaryFailedError(CompactionError):
+    """The summarizer raised; the original error is the ``__cause__``."""
+
+    code = "summary"
+
+
+class SummaryRejectedError(CompactionError):
+    """The summarizer answered, but its output cannot stand in for the span."""
+
+    code = "summary"
+
+
+class EmptySummaryError(SummaryRejectedError):
+    """The summary has no non-blank text (reasoning or tool calls alone do not count)."""
+
+
+class SummaryTooLargeError(SummaryRejectedError):
+    """The framed checkpoint would cost at least as many tokens as the span it replaces."""
+
+
+class ContextStillFullError(CompactionError):
+    """The estimated context is still over the threshold after every allowed round.
+
+    ``result`` is the last compaction that did land (``None`` if none did): the log
+    holds it even though the context did not shrink enough.
+    """
+
+    code = "insufficient"
+
+    def __init__(self, message: str, *, result: object = None) -> None:
+        super().__init__(message)
+        self.result = result
+
+
+class PruneOutsideTurnError(CompactionError):
+    """dsh only accepts a replacing ``tool/result`` inside an open turn, so pruning needs one."""
+
+    code = "outside-turn"
+
+
 class ConfigError(DshError, ValueError):
     """A setting is not usable; the message names the setting and where it came from.
 
@@ -176,6 +281,10 @@ class ConfigError(DshError, ValueError):
     a flag is reported once instead of surfacing later as an unreachable server or a
     failed request (which an agent would retry).
     """
+
+
+class CompactionConfigError(ConfigError):
+    """A compaction policy leaves no room in the model's context window (the message names the numbers)."""
 
 
 class StoreError(DshError):

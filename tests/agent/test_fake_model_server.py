@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from dshpy.testing.fake_model import FakeModelServer, Reply, ToolCall, Usage
+from dshpy.testing.fake_model import FakeModelServer, Reply, ToolCall, Usage, prompt_tokens
 
 
 def post(server: FakeModelServer, body: dict | None = None, timeout: float = 5.0):
@@ -110,3 +110,44 @@ def test_script_exhaustion_and_default():
         assert response.status == 500
         response.read()
         connection.close()
+
+
+def test_a_context_window_refuses_long_prompts_without_using_up_the_script():
+    small = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    large = {"model": "m", "messages": [{"role": "user", "content": "x" * 4000}]}
+    assert prompt_tokens(small) == 4 + 1 and prompt_tokens(large) == 4 + 1000
+    with FakeModelServer(
+        [Reply.text("ok", usage=Usage(prompt_tokens=1, completion_tokens=3))], context_window=500
+    ) as s:
+        connection, response = post(s, large)
+        body = json.loads(response.read())
+        connection.close()
+        assert response.status == 400
+        assert "maximum context length is 500 tokens" in body["error"]["message"]
+        assert "you requested 1004 tokens" in body["error"]["message"]
+        assert s.remaining == 1 and s.refused == 1
+        connection, response = post(s, small)
+        chunks = [json.loads(d) for d in events(response.read())[:-1]]
+        connection.close()
+        usage = chunks[-1]["usage"]
+        assert (usage["prompt_tokens"], usage["completion_tokens"], usage["total_tokens"]) == (5, 3, 8)
+        assert usage["prompt_cache_miss_tokens"] == 5
+        assert s.prompt_sizes == [1004, 5]
+
+
+def test_prompt_tokens_count_reasoning_tool_calls_and_tool_schemas():
+    tools = [{"type": "function", "function": {"name": "read", "parameters": {}}}]
+    request = {
+        "messages": [
+            {
+                "role": "assistant",
+                "content": None,
+                "reasoning_content": "abcd",
+                "tool_calls": [{"id": "c", "type": "function", "function": {"name": "read", "arguments": '{"a":1}'}}],
+            },
+            {"role": "tool", "tool_call_id": "c", "content": "12345678"},
+        ],
+        "tools": tools,
+    }
+    expected = (4 + 4) + (4 + 2) + -(-len(json.dumps(tools)) // 4)  # 4+4+7 chars -> 4 tokens; 8 chars -> 2
+    assert prompt_tokens(request) == expected

@@ -123,7 +123,7 @@ def test_the_default_registry_holds_the_builtins() -> None:
 
 
 def test_load_refuses_state_that_does_not_validate() -> None:
-    with pytest.raises(ProjectionError, match=r'"usage" \(state_version 1\): cached state does not validate: total'):
+    with pytest.raises(ProjectionError, match=r'"usage" \(state_version 2\): cached state does not validate: total'):
         USAGE.load({"total": "lots"})
     with pytest.raises(ProjectionError, match="does not validate"):
         TITLE.load({"title": "x", "unknown": 1})

@@ -3,22 +3,98 @@
 import dshpy
 
 PROJECTIONS = {
-    "CachedState", "LifecycleError", "ProjectionDefinition", "ProjectionError", "ProjectionRegistry",
-    "ProjectionRunner", "ProjectionState", "SessionArchivedError", "set_lifecycle", "snapshot", "state_of",
+    "CachedState",
+    "LifecycleError",
+    "ProjectionDefinition",
+    "ProjectionError",
+    "ProjectionRegistry",
+    "ProjectionRunner",
+    "ProjectionState",
+    "SessionArchivedError",
+    "set_lifecycle",
+    "snapshot",
+    "state_of",
 }
 
-EXPECTED = PROJECTIONS | {
-    "DEFAULT_CHAIN", "EVENT_DATA_SHAPES", "FORMAT_VERSION", "KNOWN_EVENT_TYPES", "SURFACE_EVENT_TYPES",
-    "BaseStore", "ConflictError", "CorruptSessionError", "DshError", "EventError", "ForkError", "ForkPlan",
-    "FormatVersionError", "FrozenDict", "FrozenList", "InvalidSessionIdError", "InvariantError", "Lifecycle",
-    "MemoryStore", "Message", "Migration", "MigrationChain", "ReadOnlySessionError", "Session", "SessionEvent",
-    "SessionExistsError", "SessionHeader", "SessionInfo", "SessionNotFound", "SessionStore", "StoreError",
-    "StoreUnavailableError", "HarnessClient", "AsyncHarnessClient", "SessionBusyError", "StoreFullError",
-    "ReadOnlyStoreError",
-    "SurfaceError", "SurfaceOp", "SurfaceReplace", "UnknownEventTypeError", "__version__", "check_session_id",
-    "decode_event", "encode_event", "freeze_json", "interrupted_turn_closers", "new_message_id", "new_session_id",
-    "open_store", "open_turn_closers", "plan_fork", "thaw", "validate",
+COMPACTION = {
+    "BasicPolicy",
+    "BasicStrategy",
+    "CompactionBusyError",
+    "CompactionEngine",
+    "CompactionError",
+    "CompactionResult",
+    "CompactionStrategy",
+    "ContextUsage",
+    "NothingToCompactError",
+    "SummaryOutput",
+    "SummaryRequest",
+    "TokenMeter",
+    "ToolResultPruner",
+    "compact",
+    "context_usage",
+    "needs_compaction",
 }
+
+EXPECTED = (
+    PROJECTIONS
+    | COMPACTION
+    | {
+        "DEFAULT_CHAIN",
+        "EVENT_DATA_SHAPES",
+        "FORMAT_VERSION",
+        "KNOWN_EVENT_TYPES",
+        "SURFACE_EVENT_TYPES",
+        "BaseStore",
+        "ConflictError",
+        "CorruptSessionError",
+        "DshError",
+        "EventError",
+        "ForkError",
+        "ForkPlan",
+        "FormatVersionError",
+        "FrozenDict",
+        "FrozenList",
+        "InvalidSessionIdError",
+        "InvariantError",
+        "Lifecycle",
+        "MemoryStore",
+        "Message",
+        "Migration",
+        "MigrationChain",
+        "ReadOnlySessionError",
+        "Session",
+        "SessionEvent",
+        "SessionExistsError",
+        "SessionHeader",
+        "SessionInfo",
+        "SessionNotFound",
+        "SessionStore",
+        "StoreError",
+        "StoreUnavailableError",
+        "HarnessClient",
+        "AsyncHarnessClient",
+        "SessionBusyError",
+        "StoreFullError",
+        "ReadOnlyStoreError",
+        "SurfaceError",
+        "SurfaceOp",
+        "SurfaceReplace",
+        "UnknownEventTypeError",
+        "__version__",
+        "check_session_id",
+        "decode_event",
+        "encode_event",
+        "freeze_json",
+        "interrupted_turn_closers",
+        "new_message_id",
+        "new_session_id",
+        "open_store",
+        "open_turn_closers",
+        "plan_fork",
+        "thaw",
+        "validate",
+    }
+)
 
 
 def test_all_is_pinned():
@@ -48,6 +124,9 @@ def test_error_tree():
     assert issubclass(dshpy.SessionBusyError, dshpy.ConflictError)
     assert issubclass(dshpy.StoreFullError, dshpy.StoreError)
     assert issubclass(dshpy.ReadOnlyStoreError, dshpy.StoreError)
+    assert issubclass(dshpy.CompactionError, dshpy.DshError)
+    assert issubclass(dshpy.CompactionBusyError, dshpy.CompactionError)
+    assert issubclass(dshpy.NothingToCompactError, dshpy.CompactionError)
 
 
 def test_open_store_rejects_unknown_schemes_clearly():

@@ -33,6 +33,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from urllib.parse import urlsplit
 
+from dshpy.compaction.window import DEFAULT_CONTEXT_WINDOWS
 from dshpy.errors import ConfigError
 
 __all__ = [
@@ -50,8 +51,8 @@ DEFAULT_BASE_URL = "https://api.deepseek.com"
 DEFAULT_MODEL = "deepseek-chat"
 API_KEY_HINT = "set DEEPSEEK_API_KEY (e.g. export DEEPSEEK_API_KEY=sk-...; any non-empty value for a local server)"
 
-_CONTEXT_WINDOWS = {"deepseek-chat": 131_072, "deepseek-reasoner": 131_072}
-"""Known windows, logged in ``request/context`` (DeepSeek's own errors name 131072 tokens)."""
+_CONTEXT_WINDOWS = DEFAULT_CONTEXT_WINDOWS
+"""Known windows, logged in ``request/context``; the compaction meter reads the same table."""
 
 
 class ModelConfigError(ConfigError):

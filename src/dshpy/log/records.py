@@ -6,7 +6,10 @@ Key order is not semantics, but matching the real runtime's byte layout (checked
 against tests/fixtures/dsh) keeps sessions diffable against dsh's own:
 ``user/message`` is ``{content, source, role, id}``, messages are ``{role, content,
 source, id}``, a tool result message ``{role, source, toolCallId, content, isError,
-id}``, ``assistant/message`` data ``{turn, step, message, usage, stream}``.
+id}``, ``assistant/message`` data ``{turn, step, message, usage, stream}``. The
+``compaction/*`` shapes follow the 0.2.1rc2 runtime's compaction packages:
+``{compactionId, sourceCommandId?, turn, error?}`` for the brackets, and the summary
+record's fields in the order its transaction spreads them.
 
 Message ids are fresh (:func:`~dshpy.core.ids.new_message_id`) unless the caller
 passes ``message_id`` (test builders do, for stable ids).
@@ -29,8 +32,12 @@ from dshpy.core.ids import new_message_id
 __all__ = [
     "assistant_data",
     "attempt_data",
+    "checkpoint_source",
     "claim_splice",
     "closer_result_data",
+    "compaction_bracket_data",
+    "compaction_prune_data",
+    "compaction_summary_data",
     "insert_splice",
     "message_text",
     "request_context_data",
@@ -238,6 +245,79 @@ def retry_data(
 def retry_started_data(retry_id: str, turn: int, step: int, retry: int) -> dict[str, Any]:
     """``llm/retry-started``: the scheduled retry ``retry`` of chain ``retry_id`` is now running."""
     return {"retryId": retry_id, "turn": turn, "step": step, "retry": retry}
+
+
+def compaction_bracket_data(
+    compaction_id: str, turn: int | None, *, source_command_id: str | None = None, error: str | None = None
+) -> dict[str, Any]:
+    """``compaction/start`` and ``compaction/end``: the bracket's id, its command, its owner turn (``None``:
+    standalone, between turns), and on a failed end the error text."""
+    data: dict[str, Any] = {"compactionId": compaction_id}
+    if source_command_id is not None:
+        data["sourceCommandId"] = source_command_id
+    data["turn"] = turn
+    if error is not None:
+        data["error"] = error
+    return data
+
+
+def compaction_summary_data(
+    compaction_id: str,
+    summary: Sequence[Mapping[str, Any]],
+    shadowed_seqs: Sequence[int],
+    shadowed_token_count: int,
+    *,
+    provider: str,
+    model: str,
+    source_command_id: str | None = None,
+    raw_output: Sequence[Mapping[str, Any]] | None = None,
+    llm_stream_call: bool = False,
+    max_tokens: int | None = None,
+    usage: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """``compaction/summary``: the summary text blocks, the span they stand for and its price, and the call.
+
+    ``raw_output`` is the model's whole answer (reasoning included); dsh marks an
+    answer that came from its own streaming call with ``llmStreamCall: true``, which
+    needs the raw output beside it.
+    """
+    if llm_stream_call and raw_output is None:
+        raise ValueError("llm_stream_call needs the raw_output it describes")
+    data: dict[str, Any] = {"compactionId": compaction_id}
+    if source_command_id is not None:
+        data["sourceCommandId"] = source_command_id
+    data["summary"] = [dict(b) for b in summary]
+    if raw_output is not None:
+        data["rawOutput"] = [dict(b) for b in raw_output]
+        if llm_stream_call:
+            data["llmStreamCall"] = True
+    data["shadowedRange"] = {"start": shadowed_seqs[0], "end": shadowed_seqs[-1]}
+    data["shadowedSeqs"] = list(shadowed_seqs)
+    data["shadowedTokenCount"] = shadowed_token_count
+    data["provider"] = provider
+    data["model"] = model
+    if max_tokens is not None:
+        data["maxTokens"] = max_tokens
+    if usage is not None:
+        data["usage"] = dict(usage)
+    return data
+
+
+def compaction_prune_data(seq: int, shadowed_token_count: int) -> dict[str, Any]:
+    """``compaction/prune``: the price of the one ``tool/result`` node the next event rewrites."""
+    return {
+        "shadowedRange": {"start": seq, "end": seq},
+        "shadowedSeqs": [seq],
+        "shadowedTokenCount": shadowed_token_count,
+    }
+
+
+def checkpoint_source(compaction_id: str, source_command_id: str | None = None) -> dict[str, Any]:
+    """The ``source`` of a compaction checkpoint ``user/message`` (dsh v4's ``compact-checkpoint``)."""
+    source: dict[str, Any] = {"kind": "compact-checkpoint", "compactionId": compaction_id}
+    if source_command_id is not None:
+        source["sourceCommandId"] = source_command_id
+    return source
 
 
 def message_text(event: SessionEvent) -> str:

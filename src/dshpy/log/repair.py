@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from dshpy.core.events import SessionEvent, event_from_parts
-from dshpy.log.records import closer_result_data
+from dshpy.log.records import closer_result_data, compaction_bracket_data
 
 __all__ = [
     "CLOSER_TEXTS",
@@ -154,10 +154,11 @@ def interrupted_turn_closers(events: Sequence[SessionEvent]) -> list[SessionEven
     closers: list[SessionEvent] = []
     start = _open_compaction(events)
     if start is not None:
-        data = {"compactionId": start.data["compactionId"]}
-        if "sourceCommandId" in start.data:
-            data["sourceCommandId"] = start.data["sourceCommandId"]
-        data["turn"] = start.data["turn"]
-        data["error"] = "interrupted"
+        data = compaction_bracket_data(
+            start.data["compactionId"],
+            start.data["turn"],
+            source_command_id=start.data.get("sourceCommandId"),
+            error="interrupted",
+        )
         closers.append(event_from_parts("compaction/end", events[-1].seq + 1, events[-1].time, data))
     return closers + open_turn_closers([*events, *closers], "interrupted")

@@ -9,6 +9,13 @@ client connects to. Each request takes the next scripted :class:`Reply`; every
 request body is recorded (:attr:`FakeModelServer.requests`) so a test can check what
 the model was actually shown.
 
+With ``context_window=N`` the server also behaves like a provider with a finite
+window: it counts each request's prompt tokens (:func:`prompt_tokens`, a fixed
+characters-per-token rule), answers a request over ``N`` with the provider's
+context-length error (without using up a scripted reply), and reports the counted
+prompt size in every usage object it streams, so a client's token meter sees
+realistic numbers.
+
     with FakeModelServer([Reply.tool_calls(("read_file", '{"path": "a.txt"}')), Reply.text("done")]) as server:
         client = ChatClient(ModelConfig.from_env(base_url=server.base_url, api_key="test", env={}))
 
@@ -23,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
+import math
 import socket
 import threading
 import time
@@ -31,7 +39,7 @@ from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
 
-__all__ = ["FakeModelServer", "Reply", "SilentPort", "ToolCall", "Usage"]
+__all__ = ["FakeModelServer", "Reply", "SilentPort", "ToolCall", "Usage", "prompt_tokens"]
 
 UsagePosition = Literal["finish", "separate", "first", "none"]
 
@@ -250,20 +258,23 @@ class Reply:
         return cls.error(status, message, type="server_error")
 
     @classmethod
-    def context_window_exceeded(cls, style: Literal["deepseek", "openai"] = "deepseek") -> Reply:
+    def context_window_exceeded(
+        cls, style: Literal["deepseek", "openai"] = "deepseek", *, window: int | None = None, requested: int = 200000
+    ) -> Reply:
         """400 for a prompt over the model's context window, worded as DeepSeek or OpenAI word it."""
         if style == "openai":
             return cls.error(
                 400,
-                "This model's maximum context length is 128000 tokens. However, your messages resulted in "
-                "200000 tokens. Please reduce the length of the messages.",
+                f"This model's maximum context length is {window or 128000} tokens. However, your messages resulted "
+                f"in {requested} tokens. Please reduce the length of the messages.",
                 type="invalid_request_error",
                 code="context_length_exceeded",
             )
         return cls.error(
             400,
-            "This model's maximum context length is 131072 tokens. However, you requested 200000 tokens "
-            "(200000 in the messages, 0 in the completion). Please reduce the length of the messages or completion.",
+            f"This model's maximum context length is {window or 131072} tokens. However, you requested {requested} "
+            f"tokens ({requested} in the messages, 0 in the completion). Please reduce the length of the messages or "
+            "completion.",
             type="invalid_request_error",
             code="invalid_request_error",
         )
@@ -284,10 +295,63 @@ class Reply:
         return cls(kind="hang")
 
 
+_CHARS_PER_TOKEN = 4
+_MESSAGE_OVERHEAD = 4
+
+
+def _message_chars(message: Any) -> int:
+    if not isinstance(message, dict):
+        return len(json.dumps(message))
+    chars = 0
+    content = message.get("content")
+    if isinstance(content, str):
+        chars += len(content)
+    elif content is not None:
+        chars += len(json.dumps(content, ensure_ascii=False))
+    reasoning = message.get("reasoning_content")
+    if isinstance(reasoning, str):
+        chars += len(reasoning)
+    for call in message.get("tool_calls") or ():
+        function = call.get("function") if isinstance(call, dict) else None
+        if isinstance(function, dict):
+            chars += len(str(function.get("name") or "")) + len(str(function.get("arguments") or ""))
+    return chars
+
+
+def prompt_tokens(request: dict[str, Any]) -> int:
+    """The prompt size the fake provider counts for a chat-completions request body.
+
+    Every message costs 4 tokens plus a token per 4 characters of its text, reasoning
+    and tool-call names and arguments; the tool schemas a token per 4 characters of
+    their JSON. A stand-in for a tokenizer: deterministic, close to real counts for
+    English and code, and independent of dshpy's own estimator.
+    """
+    tokens = 0
+    for message in request.get("messages") or ():
+        tokens += _MESSAGE_OVERHEAD + math.ceil(_message_chars(message) / _CHARS_PER_TOKEN)
+    tools = request.get("tools")
+    if tools:
+        tokens += math.ceil(len(json.dumps(tools, ensure_ascii=False)) / _CHARS_PER_TOKEN)
+    return tokens
+
+
+def _with_prompt(usage: dict[str, Any], prompt: int) -> dict[str, Any]:
+    """``usage`` reporting ``prompt`` prompt tokens (cache hits capped by it)."""
+    hit = min(int(usage.get("prompt_cache_hit_tokens") or 0), prompt)
+    usage = {**usage, "prompt_tokens": prompt, "total_tokens": prompt + int(usage.get("completion_tokens") or 0)}
+    usage["prompt_tokens_details"] = {"cached_tokens": hit}
+    usage["prompt_cache_hit_tokens"] = hit
+    usage["prompt_cache_miss_tokens"] = prompt - hit
+    return usage
+
+
 @dataclass
 class _State:
     script: list[Reply]
     default: Reply | None
+    context_window: int | None = None
+    prompt_sizes: list[int] = field(default_factory=list)
+    refused: int = 0
     requests: list[dict[str, Any]] = field(default_factory=list)
     headers: list[dict[str, str]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -327,10 +391,17 @@ class _Handler(BaseHTTPRequestHandler):
         if not self.path.rstrip("/").endswith("/chat/completions"):
             self._json(404, {"error": {"message": f"no route {self.path}", "type": "invalid_request_error"}})
             return
+        prompt = prompt_tokens(body) if isinstance(body, dict) else 0
         with state.lock:
             state.requests.append(body)
             state.headers.append({k.lower(): v for k, v in self.headers.items()})
-            reply = state.script.pop(0) if state.script else state.default
+            state.prompt_sizes.append(prompt)
+            window = state.context_window
+            if window is not None and prompt > window:
+                reply: Reply | None = Reply.context_window_exceeded(window=window, requested=prompt)
+                state.refused += 1
+            else:
+                reply = state.script.pop(0) if state.script else state.default
             number = next(state.counter)
             state.arrived.notify_all()
         if reply is None:
@@ -397,6 +468,8 @@ class _Handler(BaseHTTPRequestHandler):
                 chunk["choices"] = [choice]
                 if "usage" in part:
                     chunk["usage"] = part["usage"]
+            if state.context_window is not None and isinstance(chunk.get("usage"), dict):
+                chunk["usage"] = _with_prompt(chunk["usage"], state.prompt_sizes[number])
             self._send_chunk(b"data: " + json.dumps(chunk).encode() + b"\n\n")
         if reply.stop_after is not None and reply.ending == "stall":
             self._wait(state.release, state.closing)
@@ -420,8 +493,13 @@ class FakeModelServer:
     context manager, or call :meth:`start` and :meth:`close`.
     """
 
-    def __init__(self, script: Iterable[Reply] = (), *, default: Reply | None = None) -> None:
-        self._state = _State(list(script), default)
+    def __init__(
+        self, script: Iterable[Reply] = (), *, default: Reply | None = None, context_window: int | None = None
+    ) -> None:
+        """``context_window``: refuse prompts over this many tokens (see the module doc); ``None``: no limit."""
+        if context_window is not None and (type(context_window) is not int or context_window < 1):
+            raise ValueError(f"context_window must be a positive integer, got {context_window!r}")
+        self._state = _State(list(script), default, context_window)
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
 
@@ -483,6 +561,18 @@ class FakeModelServer:
         """The headers of every request (lower-case names), in arrival order."""
         with self._state.lock:
             return list(self._state.headers)
+
+    @property
+    def prompt_sizes(self) -> list[int]:
+        """The prompt tokens counted for every request (:func:`prompt_tokens`), in arrival order."""
+        with self._state.lock:
+            return list(self._state.prompt_sizes)
+
+    @property
+    def refused(self) -> int:
+        """How many requests were refused for exceeding ``context_window``."""
+        with self._state.lock:
+            return self._state.refused
 
     @property
     def remaining(self) -> int:

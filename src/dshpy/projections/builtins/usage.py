@@ -6,7 +6,10 @@ The seed's point (dsh-05): a failed model attempt still costs money, which is wh
 * each ``assistant/message``'s ``usage`` (or, if it has none, the last usage chunk of
   its stream — never both: the message's ``usage`` repeats that chunk), and
 * each ``assistant/attempt``'s last stream usage chunk (an attempt has no top-level
-  ``usage``).
+  ``usage``), and
+* each ``compaction/summary``'s ``usage``: the summary call was a model call too,
+  billed to the ``provider`` and ``model`` the record names. (dsh's ``tokenUsage``
+  projection leaves these out; on a log without compactions the totals are the same.)
 
 Buckets follow ``TokenUsage``: ``inputTokens`` is *uncached* input only, and
 ``cacheReadTokens`` / ``cacheWriteTokens`` are disjoint from it (billed input is the
@@ -97,6 +100,8 @@ class ModelUsage(ProjectionState):
     """Successful model calls (``assistant/message``)."""
     failed_attempts: int = 0
     """Failed model calls (``assistant/attempt``)."""
+    summaries: int = 0
+    """Compaction summary calls (``compaction/summary``)."""
 
 
 class UsageState(ProjectionState):
@@ -105,6 +110,7 @@ class UsageState(ProjectionState):
     total: TokenCounts = TokenCounts()
     messages: int = 0
     failed_attempts: int = 0
+    summaries: int = 0
     by_model: tuple[ModelUsage, ...] = ()
     """In order of first use."""
     route: Route | None = None
@@ -128,15 +134,17 @@ def _route_of(event: SessionEvent) -> Route | None:
     return Route(provider=_text(provider), model=_text(model))
 
 
-_TYPES = frozenset({"assistant/message", "assistant/attempt", "request/context", "request/header"})
+_TYPES = frozenset(
+    {"assistant/message", "assistant/attempt", "compaction/summary", "request/context", "request/header"}
+)
 
 
 def fold_usage(state: UsageState, events: Sequence[SessionEvent]) -> UsageState:
     """``state`` after ``events``: token deltas summed in plain dicts, the models rebuilt once at the end."""
     route = state.route
     total: dict[str, int] = {}
-    messages = failed_attempts = 0
-    billed: dict[tuple[str | None, str | None], list[Any]] = {}  # in order of first use: [tokens, messages, failed]
+    messages = failed_attempts = summaries = 0
+    billed: dict[tuple[str | None, str | None], list[Any]] = {}  # by first use: [tokens, messages, failed, summaries]
     changed = False
     for event in events:
         kind = event.type
@@ -158,6 +166,10 @@ def fold_usage(state: UsageState, events: Sequence[SessionEvent]) -> UsageState:
             key = (None, None) if route is None else (route.provider, route.model)
             sample = _sample(last_usage(data.get("stream")))
             failed = True
+        elif kind == "compaction/summary":
+            key = (_text(data.get("provider")), _text(data.get("model")))
+            sample = _sample(data.get("usage"))
+            failed = None
         else:  # request/context, request/header
             new_route = _route_of(event)
             if new_route is not None and new_route != route:
@@ -166,13 +178,16 @@ def fold_usage(state: UsageState, events: Sequence[SessionEvent]) -> UsageState:
             continue
         tally = billed.get(key)
         if tally is None:
-            tally = billed[key] = [{}, 0, 0]
+            tally = billed[key] = [{}, 0, 0, 0]
         if sample:
             tokens = tally[0]
             for name, count in sample.items():
                 total[name] = total.get(name, 0) + count
                 tokens[name] = tokens.get(name, 0) + count
-        if failed:
+        if failed is None:
+            tally[3] += 1
+            summaries += 1
+        elif failed:
             tally[2] += 1
             failed_attempts += 1
         else:
@@ -187,7 +202,7 @@ def fold_usage(state: UsageState, events: Sequence[SessionEvent]) -> UsageState:
     positions: dict[tuple[str | None, str | None], int] = {}
     for index, known in enumerate(by_model):
         positions.setdefault((known.provider, known.model), index)
-    for (provider, model), (tokens, billed_messages, billed_failures) in billed.items():
+    for (provider, model), (tokens, billed_messages, billed_failures, billed_summaries) in billed.items():
         found = positions.get((provider, model))
         if found is None:
             by_model.append(
@@ -197,6 +212,7 @@ def fold_usage(state: UsageState, events: Sequence[SessionEvent]) -> UsageState:
                     tokens=TokenCounts(**tokens),
                     messages=billed_messages,
                     failed_attempts=billed_failures,
+                    summaries=billed_summaries,
                 )
             )
             continue
@@ -205,11 +221,13 @@ def fold_usage(state: UsageState, events: Sequence[SessionEvent]) -> UsageState:
             tokens=_add(entry.tokens, tokens),
             messages=entry.messages + billed_messages,
             failed_attempts=entry.failed_attempts + billed_failures,
+            summaries=entry.summaries + billed_summaries,
         )
     return state.evolve(
         total=_add(state.total, total),
         messages=state.messages + messages,
         failed_attempts=state.failed_attempts + failed_attempts,
+        summaries=state.summaries + summaries,
         by_model=tuple(by_model),
         route=route,
     )
@@ -221,11 +239,13 @@ def apply_usage(state: UsageState, event: SessionEvent) -> UsageState:
 
 USAGE: ProjectionDefinition[UsageState] = ProjectionDefinition(
     key="usage",
-    state_version=1,
+    state_version=2,
     state_schema=UsageState,
     init=UsageState,
     apply=apply_usage,
     types=_TYPES,
     apply_many=fold_usage,
 )
-"""Token usage of successful messages and failed attempts, with a per-model breakdown."""
+"""Token usage of successful messages, failed attempts and summary calls, with a per-model breakdown.
+
+Version 2 added the summary calls (``compaction/summary``); cached version-1 states are refolded."""

@@ -15,6 +15,8 @@ EXPECTED = PROJECTIONS | {
     "SessionExistsError", "SessionHeader", "SessionInfo", "SessionNotFound", "SessionStore", "StoreError",
     "StoreUnavailableError", "HarnessClient", "AsyncHarnessClient", "SessionBusyError", "StoreFullError",
     "ReadOnlyStoreError",
+    "SessionQuery", "SessionFilter", "QueryError", "InvalidQueryError", "StaleCursorError", "QueryNotFoundError",
+    "SearchHit", "SearchPage",
     "SurfaceError", "SurfaceOp", "SurfaceReplace", "UnknownEventTypeError", "__version__", "check_session_id",
     "decode_event", "encode_event", "freeze_json", "interrupted_turn_closers", "new_message_id", "new_session_id",
     "open_store", "open_turn_closers", "plan_fork", "thaw", "validate",
@@ -48,6 +50,11 @@ def test_error_tree():
     assert issubclass(dshpy.SessionBusyError, dshpy.ConflictError)
     assert issubclass(dshpy.StoreFullError, dshpy.StoreError)
     assert issubclass(dshpy.ReadOnlyStoreError, dshpy.StoreError)
+    assert issubclass(dshpy.QueryError, dshpy.DshError)
+    assert issubclass(dshpy.InvalidQueryError, dshpy.QueryError)
+    assert issubclass(dshpy.InvalidQueryError, ValueError)
+    assert issubclass(dshpy.StaleCursorError, dshpy.QueryError)
+    assert issubclass(dshpy.QueryNotFoundError, dshpy.QueryError)
 
 
 def test_open_store_rejects_unknown_schemes_clearly():

@@ -451,7 +451,7 @@ class SearchContract:
         view = SessionQuery(store).inspect(session.id)
         assert view.info.id == session.id and view.info.cwd == "/i"
         assert view.as_of_seq == stored - 1
-        assert view.projections["title"]["title"] == "inspect me"  # type: ignore[index,call-overload]
+        assert view.projections["title"]["title"] == "inspect me"
         assert len(list(store.read(session.id))) == stored  # the open turn was not closed by a query
         session.close()
         with pytest.raises(QueryNotFoundError):

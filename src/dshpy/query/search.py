@@ -72,19 +72,29 @@ class SearchRequest:
             }
         )
 
-    def scope(self, store: SessionStore) -> tuple[str, ...] | None:
-        """The sessions to search (``None``: all of them)."""
+    def scope(self, store: SessionStore) -> dict[str, Any]:
+        """Which sessions to search, as :class:`~dshpy.storage.search_records.TextQuery` fields.
+
+        Filters on ids and headers (cwd, parent, creation time) go to the store, which
+        applies them in the search itself; a lineage or a filter on projections (state,
+        title, model, turns) is resolved against the listing first, into ids.
+        """
         filters = self.filters
         if self.session_id is not None:
             only = self.session_id
             filters = dataclasses.replace(
                 filters, ids=(only,) if filters.ids is None else tuple(i for i in filters.ids if i == only)
             )
-        if filters.empty:
-            return None
-        if filters.ids is not None and filters == SessionFilter(ids=filters.ids):
-            return filters.ids
-        return tuple(s.id for s in filtered_summaries(store, filters, projections=False))
+        if filters.lineage is not None or filters.needs_projections:
+            return {"sessions": tuple(s.id for s in filtered_summaries(store, filters, projections=False))}
+        return {
+            "sessions": filters.ids,
+            "exclude_sessions": filters.exclude_ids or (),
+            "cwd": filters.cwd,
+            "parents": filters.parent,
+            "created_from": filters.created_from,
+            "created_to": filters.created_to,
+        }
 
 
 def _position(cursor: Any, request: str) -> tuple[int, int | None]:
@@ -106,10 +116,18 @@ def run_search(store: SessionStore, request: SearchRequest, *, limit: Any, curso
     size = check_limit(limit, SEARCH_MAX_LIMIT, default=SEARCH_DEFAULT_LIMIT)
     offset, generation = _position(cursor, request.fingerprint)
     scope = request.scope(store)
-    if scope is not None and not scope:
+    if scope["sessions"] == ():
         return SearchPage([], None)
     found = store.search_text(
-        TextQuery(request.expr, scope, request.types, request.time_from, request.time_to, size + 1, offset)
+        TextQuery(
+            request.expr,
+            types=request.types,
+            time_from=request.time_from,
+            time_to=request.time_to,
+            limit=size + 1,
+            offset=offset,
+            **scope,
+        )
     )
     if generation is not None and found.generation != generation:
         raise StaleCursorError(

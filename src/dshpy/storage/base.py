@@ -715,7 +715,7 @@ class BaseStore(StorageBackend):
         if "search_index" in self._capabilities:
             return cast(SearchIndex, self)._search_text(query)
         ids = self._ids() if query.sessions is None else [check_session_id(sid) for sid in query.sessions]
-        return scan_search(query, ids, self.read, self._scan_generation)
+        return scan_search(query, ids, self._header, self.read, self._scan_generation)
 
     def rebuild_search_index(self) -> SearchIndexStatus:
         """Index every stored event again from its log (without an index: nothing to do)."""

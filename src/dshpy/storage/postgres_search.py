@@ -154,10 +154,41 @@ def compile_tsquery(expr: MatchExpr) -> str:
     return " | ".join(groups)
 
 
+def _either(column: str, values: tuple[str | None, ...]) -> tuple[str, list[Any]]:
+    """``column`` equal to one of ``values`` (``None`` among them: or NULL); nothing matches an empty tuple."""
+    given = [column_text(value) for value in values if value is not None]
+    tests = [f"{column} = ANY(%s)"] if given else []
+    if None in values:
+        tests.append(f"{column} IS NULL")
+    return (f" AND ({' OR '.join(tests)})" if tests else " AND false"), [given] if given else []
+
+
+def _session_clauses(query: TextQuery, owner: str) -> tuple[str, list[Any]]:
+    """The conditions on the hit's (logical) session: exclusions and its header's cwd, parent, creation time."""
+    where = ""
+    params: list[Any] = []
+    if query.exclude_sessions:
+        where += f" AND NOT {owner} = ANY(%s)"
+        params.append(list(query.exclude_sessions))
+    for column, values in (("ls.cwd", query.cwd), ("ls.parent_session", query.parents)):
+        if values is not None:
+            clause, given = _either(column, values)
+            where += clause
+            params += given
+    if query.created_from is not None:
+        where += " AND ls.created_at >= %s"
+        params.append(query.created_from)
+    if query.created_to is not None:
+        where += " AND ls.created_at <= %s"
+        params.append(query.created_to)
+    return where, params
+
+
 def search_sql(schema: str, query: TextQuery, *, forks: bool) -> tuple[str, list[Any]]:
     """The statement answering one page of ``query`` (``schema`` quoted), ranked by ``ts_rank`` (length-normalized),
     ties by newer event, session id and seq. With zero-copy ``forks`` in the schema, a segment table maps each
-    stored row to every session whose log holds it (see :mod:`dshpy.storage.sqlite_search`)."""
+    stored row to every session whose log holds it (see :mod:`dshpy.storage.sqlite_search`); session headers
+    are filtered in the same statement."""
     params: list[Any] = []
     if forks:
         seed = f"SELECT s.id, s.id, s.base_count, {MAX_SEQ}::bigint FROM {schema}.sessions s"
@@ -171,14 +202,18 @@ def search_sql(schema: str, query: TextQuery, *, forks: bool) -> tuple[str, list
         )
         owner = "seg.logical"
         joins = " JOIN seg ON seg.owner = d.session_id AND d.seq >= seg.lo AND d.seq < seg.hi"
-        where = ""
     else:
-        prefix, owner, joins, where = "", "d.session_id", "", ""
-        if query.sessions is not None:
-            where = " AND d.session_id = ANY(%s)"
+        prefix, owner, joins = "", "d.session_id", ""
     params.append(compile_tsquery(query.expr))
+    where = ""
     if query.sessions is not None and not forks:
+        where = " AND d.session_id = ANY(%s)"
         params.append(list(query.sessions))
+    if query.filters_headers:
+        joins += f" JOIN {schema}.sessions ls ON ls.id = {owner}"
+    clauses, values = _session_clauses(query, owner)
+    where += clauses
+    params += values
     if query.types is not None:
         where += " AND d.type = ANY(%s)"
         params.append([column_text(kind) for kind in query.types])

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from dshpy.log.header import SessionHeader
 from dshpy.log.search_text import MatchExpr
 
 __all__ = ["MAX_SEQ", "SearchIndexStatus", "TextHit", "TextHits", "TextQuery"]
@@ -24,6 +25,16 @@ class TextQuery:
     expr: MatchExpr
     sessions: tuple[str, ...] | None = None
     """The (logical) sessions to search, an inherited fork prefix included; ``None``: every session."""
+    exclude_sessions: tuple[str, ...] = ()
+    """Sessions left out."""
+    cwd: tuple[str | None, ...] | None = None
+    """Only sessions whose header has one of these working directories (``None`` in it: no cwd)."""
+    parents: tuple[str | None, ...] | None = None
+    """Only sessions whose header names one of these parents (``None`` in it: no parent)."""
+    created_from: int | None = None
+    """Only sessions created at or after this time (epoch ms)."""
+    created_to: int | None = None
+    """Only sessions created at or before this time (epoch ms)."""
     types: tuple[str, ...] | None = None
     """Only events of these types; ``None``: any type."""
     time_from: int | None = None
@@ -32,6 +43,30 @@ class TextQuery:
     """Only events at or before this time (epoch ms)."""
     limit: int = 20
     offset: int = 0
+
+    @property
+    def filters_headers(self) -> bool:
+        """Whether sessions are chosen by their headers too (cwd, parent, creation time), not only by id."""
+        return (
+            self.cwd is not None
+            or self.parents is not None
+            or self.created_from is not None
+            or self.created_to is not None
+        )
+
+    def admits(self, header: SessionHeader) -> bool:
+        """Whether the session with ``header`` is in scope (the scan's check; indexes filter the same in SQL)."""
+        if self.sessions is not None and header.id not in self.sessions:
+            return False
+        if header.id in self.exclude_sessions:
+            return False
+        if self.cwd is not None and header.cwd not in self.cwd:
+            return False
+        if self.parents is not None and header.parent_session not in self.parents:
+            return False
+        if self.created_from is not None and header.created_at < self.created_from:
+            return False
+        return self.created_to is None or header.created_at <= self.created_to
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from dshpy.core.events import SessionEvent
 from dshpy.errors import CorruptSessionError, FormatVersionError, SessionNotFound
 from dshpy.log.event_text import event_text, indexable_text
+from dshpy.log.header import SessionHeader
 from dshpy.log.search_text import MatchExpr, words
 from dshpy.storage.search_records import TextHit, TextHits, TextQuery
 
@@ -79,10 +80,12 @@ def hit_order(hit: TextHit) -> tuple[float, int, str, int]:
 def scan_search(
     query: TextQuery,
     session_ids: Iterable[str],
+    header: Callable[[str], SessionHeader],
     read: Callable[[str], Iterable[SessionEvent]],
     generation: int,
 ) -> TextHits:
-    """Search the logs ``read(session_id)`` returns (each a whole logical log) for the sessions in scope.
+    """Search the logs ``read(session_id)`` returns (each a whole logical log) of the sessions in scope
+    (``query.admits`` their ``header(session_id)``).
 
     A session deleted meanwhile is skipped; one whose log cannot be read is skipped
     with a warning, as a listing skips it.
@@ -90,6 +93,8 @@ def scan_search(
     docs: list[_Doc] = []
     for session_id in session_ids:
         try:
+            if not query.admits(header(session_id)):
+                continue
             events = list(read(session_id))
         except SessionNotFound:
             continue

@@ -183,29 +183,67 @@ def _has_forks(db: sqlite3.Connection) -> bool:
     return bool(db.execute("SELECT EXISTS (SELECT 1 FROM sessions WHERE base_id IS NOT NULL)").fetchone()[0])
 
 
+def _either(column: str, values: tuple[str | None, ...]) -> tuple[str, list[Any]]:
+    """``column`` equal to one of ``values`` (``None`` among them: or NULL); nothing matches an empty tuple."""
+    given = [column_text(value) for value in values if value is not None]
+    tests = [f"{column} IN ({', '.join('?' * len(given))})"] if given else []
+    if None in values:
+        tests.append(f"{column} IS NULL")
+    return (f" AND ({' OR '.join(tests)})" if tests else " AND 0"), given
+
+
+def _session_clauses(query: TextQuery, owner: str) -> tuple[str, list[Any]]:
+    """The conditions on the hit's (logical) session: exclusions and its header's cwd, parent, creation time."""
+    where = ""
+    params: list[Any] = []
+    if query.exclude_sessions:
+        where += f" AND {owner} NOT IN (SELECT value FROM json_each(?))"
+        params.append(orjson.dumps(list(query.exclude_sessions)).decode())
+    for column, values in (("ls.cwd", query.cwd), ("ls.parent_session", query.parents)):
+        if values is not None:
+            clause, given = _either(column, values)
+            where += clause
+            params += given
+    if query.created_from is not None:
+        where += " AND ls.created_at >= ?"
+        params.append(query.created_from)
+    if query.created_to is not None:
+        where += " AND ls.created_at <= ?"
+        params.append(query.created_to)
+    return where, params
+
+
 def search(db: sqlite3.Connection, query: TextQuery) -> list[TextHit]:
     """One page of ``query``'s hits from the FTS index, ranked by BM25 (best first), ties by time, id, seq.
 
     Without zero-copy forks in the database each row belongs to one session and the
     query is a plain join; with them, a segment table maps each stored row to every
     session whose log holds it, so a fork finds its inherited prefix in its parent's rows.
+    Session headers (cwd, parent, creation time) are filtered here, in the same statement.
     """
-    params: list[Any] = []
+    if not query.expr.groups:
+        return []
+    prefix_params: list[Any] = []
     scope = None if query.sessions is None else orjson.dumps(list(query.sessions)).decode()
+    where = ""
+    params: list[Any] = [compile_fts5(query.expr)]
     if _has_forks(db):
-        prefix = _SEGMENTS.format(top=MAX_SEQ, scope="" if scope is None else " JOIN json_each(?) j ON j.value = s.id")
+        seed_scope = "" if scope is None else " JOIN json_each(?) j ON j.value = s.id"
+        prefix = _SEGMENTS.format(top=MAX_SEQ, scope=seed_scope)
         if scope is not None:
-            params.append(scope)
+            prefix_params.append(scope)
         owner = "seg.logical"
         joins = " JOIN seg ON seg.owner = d.session_id AND d.seq >= seg.lo AND d.seq < seg.hi"
-        where = ""
     else:
-        prefix, owner, joins, where = "", "d.session_id", "", ""
+        prefix, owner, joins = "", "d.session_id", ""
         if scope is not None:
-            where = " AND d.session_id IN (SELECT value FROM json_each(?))"
-    params.append(compile_fts5(query.expr))
-    if scope is not None and not prefix:
-        params.append(scope)
+            where += " AND d.session_id IN (SELECT value FROM json_each(?))"
+            params.append(scope)
+    if query.filters_headers:
+        joins += f" JOIN sessions ls ON ls.id = {owner}"
+    clauses, values = _session_clauses(query, owner)
+    where += clauses
+    params += values
     if query.types is not None:
         where += f" AND d.type IN ({', '.join('?' * len(query.types))})"
         params.extend(column_text(kind) for kind in query.types)
@@ -221,4 +259,4 @@ def search(db: sqlite3.Connection, query: TextQuery) -> list[TextHit]:
         f"FROM search_text JOIN search_docs d ON d.doc = search_text.rowid{joins} "
         f"WHERE search_text MATCH ?{where} ORDER BY score DESC, d.time DESC, {owner}, d.seq LIMIT ? OFFSET ?"
     )
-    return [TextHit(*row) for row in db.execute(sql, params)]
+    return [TextHit(*row) for row in db.execute(sql, [*prefix_params, *params])]

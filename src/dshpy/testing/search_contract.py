@@ -178,6 +178,28 @@ class SearchContract:
         found = set(_found(query.search("marmalade", session_id=grandchild.id)))
         assert found == {(grandchild.id, first), (grandchild.id, own)}
 
+    def test_search_filters_forks_by_header_and_lineage(self, store: SessionStore) -> None:
+        parent = store.create(cwd="/tree")
+        first = _talk(parent, "quince jelly recipe", "ok")["user"]
+        parent.close()
+        time.sleep(0.002)
+        child = store.fork(parent.id)
+        own = _talk(child, "more quince", "ok")["user"]
+        child.close()
+        query = SessionQuery(store)
+        roots = _found(query.search("quince", filters={"parent": None}))
+        assert roots == [(parent.id, first)]
+        forks = set(_found(query.search("quince", filters={"parent": [parent.id], "cwd": "/tree"})))
+        assert forks == {(child.id, first), (child.id, own)}
+        created = store.stat(child.id).created_at
+        older = _found(query.search("quince", filters={"created_to": created - 1}))
+        assert older == [(parent.id, first)]
+        newer = set(_found(query.search("quince", filters={"created_from": created})))
+        assert newer == {(child.id, first), (child.id, own)}
+        tree = set(_found(query.search("quince", filters={"lineage": parent.id, "exclude_ids": [parent.id]})))
+        assert tree == {(child.id, first), (child.id, own)}
+        assert query.search("quince", filters={"cwd": None}).hits == []
+
     def test_deleting_a_session_removes_its_hits(self, store: SessionStore) -> None:
         keep, drop = store.create(), store.create()
         kept = _talk(keep, "a kumquat for the archive", "ok")["user"]

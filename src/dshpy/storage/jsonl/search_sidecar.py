@@ -35,7 +35,7 @@ from pathlib import Path
 from dshpy.core.events import SessionEvent
 from dshpy.errors import CorruptSessionError, FormatVersionError, SessionNotFound
 from dshpy.log.header import SessionHeader
-from dshpy.storage.base import events_digest
+from dshpy.storage.base import column_text, events_digest
 from dshpy.storage.projection_cache import session_identity
 from dshpy.storage.search_records import SearchIndexStatus, TextHits, TextQuery
 from dshpy.storage.sqlite_errors import store_error
@@ -68,6 +68,9 @@ _SCHEMA = (
         id TEXT PRIMARY KEY,
         base_id TEXT,
         base_count INTEGER NOT NULL DEFAULT 0,
+        cwd TEXT,
+        parent_session TEXT,
+        created_at INTEGER NOT NULL,
         identity TEXT NOT NULL,
         revision TEXT NOT NULL,
         next_seq INTEGER NOT NULL,
@@ -75,10 +78,13 @@ _SCHEMA = (
     ) STRICT""",
     *SEARCH_SCHEMA,
 )
-"""``sessions`` has the columns the shared search query reads (JSONL forks copy their prefix: no bases)."""
+"""``sessions`` has the columns the shared search query reads (the header's cwd, parent and creation time; JSONL
+forks copy their prefix, so no bases)."""
 
-_UPSERT = """INSERT INTO sessions (id, identity, revision, next_seq, last_digest) VALUES (?, ?, ?, ?, ?)
-ON CONFLICT (id) DO UPDATE SET identity = excluded.identity, revision = excluded.revision,
+_UPSERT = """INSERT INTO sessions (id, cwd, parent_session, created_at, identity, revision, next_seq, last_digest)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (id) DO UPDATE SET cwd = excluded.cwd, parent_session = excluded.parent_session,
+    created_at = excluded.created_at, identity = excluded.identity, revision = excluded.revision,
     next_seq = excluded.next_seq, last_digest = excluded.last_digest"""
 
 Listing = Callable[[], list[tuple[str, str]]]
@@ -214,7 +220,20 @@ class SearchSidecar:
                     start = indexed
                 else:  # another session under this id, or the indexed tail is not the log's any more
                     drop_session_docs(db, session_id)
-            db.execute(_UPSERT, (session_id, identity, revision, len(events), _digest(events, len(events))))
+            cwd = None if header.cwd is None else column_text(header.cwd)
+            db.execute(
+                _UPSERT,
+                (
+                    session_id,
+                    cwd,
+                    header.parent_session,
+                    header.created_at,
+                    identity,
+                    revision,
+                    len(events),
+                    _digest(events, len(events)),
+                ),
+            )
             add_docs(db, session_id, doc_rows(session_id, events[start:]))
 
     # -- answering ----------------------------------------------------------------------

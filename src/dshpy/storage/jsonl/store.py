@@ -355,7 +355,7 @@ class JsonlStore(BaseStore, BulkListing, ProjectionCache, SearchIndex, OwnWriter
     def _search_text(self, query: TextQuery) -> TextHits:
         if not self._search.writable():  # a read-only root (a mounted dsh archive) is searched by a scan
             ids = self._ids() if query.sessions is None else list(query.sessions)
-            return scan_search(query, ids, self.read, 0)
+            return scan_search(query, ids, self._header, self.read, 0)
         return self._search.search(query)
 
     def _rebuild_search_index(self) -> SearchIndexStatus:

@@ -91,11 +91,12 @@ from dshpy.storage.postgres_search import (
     doc_columns,
     fill_search_docs,
     hits_of,
-    search_sql,
+    postgres_dialect,
 )
 from dshpy.storage.projection_cache import ProjectionRow
 from dshpy.storage.records import SessionInfo, StoredRecord
 from dshpy.storage.search_records import SearchIndexStatus, TextHits, TextQuery
+from dshpy.storage.search_statement import search_statement
 from dshpy.storage.store_url import StoreURL, parse_store_url
 
 __all__ = ["PostgresStore"]
@@ -243,6 +244,7 @@ class PostgresStore(
         self.channel = f"dshpy:{self.schema}"
         """The NOTIFY channel of this schema; payloads are ``"<session id> <next seq>"``."""
         self._sql = _Sql(self.schema)
+        self._dialect = postgres_dialect(quote_identifier(self.schema))
         setup = connect(self._options.conninfo)
         try:
             self._check_server(setup)
@@ -637,7 +639,7 @@ class PostgresStore(
         with self._connection("search") as conn, conn.transaction():
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             forks = conn.execute(self._sql.forks_exist).fetchone()
-            sql, params = search_sql(quote_identifier(self.schema), query, forks=bool(forks and forks[0]))
+            sql, params = search_statement(self._dialect, query, forks=bool(forks and forks[0]))
             rows = conn.execute(sql, params).fetchall() if query.expr.groups else []
             return TextHits(hits_of(rows), self._generation(conn))
 

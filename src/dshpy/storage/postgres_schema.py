@@ -140,49 +140,28 @@ nothing and gets the stored next seq back (a conflict). The log itself must end 
 damaged) and the append is refused with ``data_corrupted`` rather than writing past a
 gap. On success the session row is written once, as the lock alone wrote it before."""
 
-APPEND_FUNCTION_V4 = """CREATE FUNCTION {schema}.append_events(
-    p_session text, p_expected bigint, p_seqs bigint[], p_types text[], p_times bigint[], p_bodies text[],
-    p_crcs bigint[], p_channel text, p_doc_seqs bigint[], p_doc_types text[], p_doc_times bigint[],
-    p_doc_texts text[], p_doc_words text[]
-) RETURNS bigint LANGUAGE plpgsql AS $$
-DECLARE
-    inherited bigint;
-    recorded bigint;
-    stored bigint;
-BEGIN
-    UPDATE {schema}.sessions SET next_seq = p_expected + cardinality(p_seqs)
-     WHERE id = p_session AND next_seq = p_expected
-    RETURNING base_count INTO inherited;
-    IF NOT FOUND THEN
-        SELECT t.next_seq, COALESCE((SELECT max(seq) + 1 FROM {schema}.events WHERE session_id = t.id), t.base_count)
-          INTO recorded, stored FROM {schema}.sessions t WHERE t.id = p_session;
-        IF NOT FOUND THEN
-            RETURN NULL;
-        END IF;
-    ELSE
-        recorded := p_expected;
-        stored := COALESCE((SELECT max(seq) + 1 FROM {schema}.events WHERE session_id = p_session), inherited);
-    END IF;
-    IF stored <> recorded THEN
-        RAISE EXCEPTION USING ERRCODE = 'data_corrupted', MESSAGE = format(
-            'session "%s" is damaged: its log holds events up to seq %s but recorded %s events '
-            '(rows were lost, or the session row is damaged)', p_session, stored - 1, recorded);
-    END IF;
-    IF stored <> p_expected THEN
-        RETURN stored;
-    END IF;
-    INSERT INTO {schema}.events (session_id, seq, type, time, body, crc)
-    SELECT p_session, r.seq, r.type, r.time, r.body, r.crc
-      FROM unnest(p_seqs, p_types, p_times, p_bodies, p_crcs) AS r(seq, type, time, body, crc);
-    INSERT INTO {schema}.search_docs (session_id, seq, type, time, text, tsv)
+def _replaced_once(text: str, old: str, new: str) -> str:
+    if text.count(old) != 1:
+        raise AssertionError(f"expected exactly one {old!r} in the function text")
+    return text.replace(old, new)
+
+
+APPEND_FUNCTION_V4 = _replaced_once(
+    _replaced_once(
+        APPEND_FUNCTION_V3,
+        "p_crcs bigint[], p_channel text\n)",
+        "p_crcs bigint[], p_channel text, p_doc_seqs bigint[], p_doc_types text[], p_doc_times bigint[],\n"
+        "    p_doc_texts text[], p_doc_words text[]\n)",
+    ),
+    "    PERFORM pg_notify",
+    """    INSERT INTO {schema}.search_docs (session_id, seq, type, time, text, tsv)
     SELECT p_session, d.seq, d.type, d.time, d.text, to_tsvector('simple', d.words)
       FROM unnest(p_doc_seqs, p_doc_types, p_doc_times, p_doc_texts, p_doc_words) AS d(seq, type, time, text, words);
-    PERFORM pg_notify(p_channel, p_session || ' ' || (p_expected + cardinality(p_seqs)));
-    RETURN stored;
-END
-$$"""
-"""The conditional append since schema v4: as :data:`APPEND_FUNCTION_V3`, and the batch's full-text rows
-(:mod:`~dshpy.storage.postgres_search`) inserted by the same statement, so search is never behind or ahead."""
+    PERFORM pg_notify""",
+)
+"""The conditional append since schema v4: :data:`APPEND_FUNCTION_V3` with five more arrays, the batch's
+full-text rows (:mod:`~dshpy.storage.postgres_search`), inserted by the same statement before followers are
+notified, so search is never behind or ahead of the log. Derived from v3's text, which never changes."""
 
 
 MIGRATIONS: tuple[SchemaMigration, ...] = (

@@ -29,7 +29,8 @@ from dshpy.core.events import SessionEvent
 from dshpy.log.event_text import event_text, indexable_text
 from dshpy.log.search_text import MatchExpr, Term, words
 from dshpy.storage.base import column_text
-from dshpy.storage.search_records import MAX_SEQ, TextHit, TextQuery
+from dshpy.storage.search_records import MAX_SEQ, TextHit
+from dshpy.storage.search_statement import Dialect
 from dshpy.storage.sqlite_search import event_text_sql
 
 __all__ = [
@@ -42,7 +43,7 @@ __all__ = [
     "doc_columns",
     "fill_search_docs",
     "hits_of",
-    "search_sql",
+    "postgres_dialect",
 ]
 
 INDEX_BATCH = 2000
@@ -154,82 +155,22 @@ def compile_tsquery(expr: MatchExpr) -> str:
     return " | ".join(groups)
 
 
-def _either(column: str, values: tuple[str | None, ...]) -> tuple[str, list[Any]]:
-    """``column`` equal to one of ``values`` (``None`` among them: or NULL); nothing matches an empty tuple."""
-    given = [column_text(value) for value in values if value is not None]
-    tests = [f"{column} = ANY(%s)"] if given else []
-    if None in values:
-        tests.append(f"{column} IS NULL")
-    return (f" AND ({' OR '.join(tests)})" if tests else " AND false"), [given] if given else []
-
-
-def _session_clauses(query: TextQuery, owner: str) -> tuple[str, list[Any]]:
-    """The conditions on the hit's (logical) session: exclusions and its header's cwd, parent, creation time."""
-    where = ""
-    params: list[Any] = []
-    if query.exclude_sessions:
-        where += f" AND NOT {owner} = ANY(%s)"
-        params.append(list(query.exclude_sessions))
-    for column, values in (("ls.cwd", query.cwd), ("ls.parent_session", query.parents)):
-        if values is not None:
-            clause, given = _either(column, values)
-            where += clause
-            params += given
-    if query.created_from is not None:
-        where += " AND ls.created_at >= %s"
-        params.append(query.created_from)
-    if query.created_to is not None:
-        where += " AND ls.created_at <= %s"
-        params.append(query.created_to)
-    return where, params
-
-
-def search_sql(schema: str, query: TextQuery, *, forks: bool) -> tuple[str, list[Any]]:
-    """The statement answering one page of ``query`` (``schema`` quoted), ranked by ``ts_rank`` (length-normalized),
-    ties by newer event, session id and seq. With zero-copy ``forks`` in the schema, a segment table maps each
-    stored row to every session whose log holds it (see :mod:`dshpy.storage.sqlite_search`); session headers
-    are filtered in the same statement."""
-    params: list[Any] = []
-    if forks:
-        seed = f"SELECT s.id, s.id, s.base_count, {MAX_SEQ}::bigint FROM {schema}.sessions s"
-        if query.sessions is not None:
-            seed += " WHERE s.id = ANY(%s)"
-            params.append(list(query.sessions))
-        prefix = (
-            f"WITH RECURSIVE seg(logical, owner, lo, hi) AS ({seed} UNION ALL "
-            "SELECT seg.logical, o.base_id, p.base_count, LEAST(seg.hi, o.base_count) "
-            f"FROM seg JOIN {schema}.sessions o ON o.id = seg.owner JOIN {schema}.sessions p ON p.id = o.base_id) "
-        )
-        owner = "seg.logical"
-        joins = " JOIN seg ON seg.owner = d.session_id AND d.seq >= seg.lo AND d.seq < seg.hi"
-    else:
-        prefix, owner, joins = "", "d.session_id", ""
-    params.append(compile_tsquery(query.expr))
-    where = ""
-    if query.sessions is not None and not forks:
-        where = " AND d.session_id = ANY(%s)"
-        params.append(list(query.sessions))
-    if query.filters_headers:
-        joins += f" JOIN {schema}.sessions ls ON ls.id = {owner}"
-    clauses, values = _session_clauses(query, owner)
-    where += clauses
-    params += values
-    if query.types is not None:
-        where += " AND d.type = ANY(%s)"
-        params.append([column_text(kind) for kind in query.types])
-    if query.time_from is not None:
-        where += " AND d.time >= %s"
-        params.append(query.time_from)
-    if query.time_to is not None:
-        where += " AND d.time <= %s"
-        params.append(query.time_to)
-    params += [query.limit, query.offset]
-    sql = (
-        f"{prefix}SELECT {owner}, d.seq, d.type, d.time, ts_rank(d.tsv, q.query, 1)::float8 AS score, d.text "
-        f"FROM to_tsquery('simple', %s) AS q(query) JOIN {schema}.search_docs d ON d.tsv @@ q.query{joins} "
-        f'WHERE true{where} ORDER BY score DESC, d.time DESC, {owner} COLLATE "C", d.seq LIMIT %s OFFSET %s'
+def postgres_dialect(schema: str) -> Dialect:
+    """``tsvector`` in ``schema`` (quoted): matched with ``@@`` on the GIN index, ranked by length-normalized
+    ``ts_rank``."""
+    return Dialect(
+        param="%s",
+        table=lambda name: f"{schema}.{name}",
+        compile=compile_tsquery,
+        member=lambda expr: f"{expr} = ANY(%s)",
+        values=list,
+        source=f"to_tsquery('simple', %s) AS q(query) JOIN {schema}.search_docs d ON d.tsv @@ q.query",
+        match="true",
+        score="ts_rank(d.tsv, q.query, 1)::float8",
+        least="LEAST",
+        top=f"{MAX_SEQ}::bigint",
+        collate=' COLLATE "C"',
     )
-    return sql, params
 
 
 def hits_of(rows: Sequence[Sequence[Any]]) -> list[TextHit]:

@@ -17,7 +17,8 @@ The FTS rows are written here, explicitly, beside the docs rows they index (neve
 triggers): added for exactly the docs just inserted, and removed with the docs'
 stored text before a session's rows go, which is what an external-content table
 needs to stay consistent. A zero-copy fork owns no rows for its inherited prefix:
-:func:`search` reads them through the parent's rows, following the chain of bases.
+:func:`search` reads them through the parent's rows, following the chain of bases (the
+statement is :mod:`dshpy.storage.search_statement`'s, shared with PostgreSQL).
 """
 
 from __future__ import annotations
@@ -34,10 +35,12 @@ from dshpy.log.event_text import event_text, indexable_text, text_of
 from dshpy.log.search_text import MatchExpr, Term
 from dshpy.storage.base import column_text
 from dshpy.storage.search_records import MAX_SEQ, TextHit, TextQuery
+from dshpy.storage.search_statement import Dialect, search_statement
 
 __all__ = [
     "FILL_FROM_EVENTS",
     "SEARCH_SCHEMA",
+    "SQLITE",
     "DocRow",
     "add_docs",
     "compile_fts5",
@@ -168,95 +171,32 @@ def compile_fts5(expr: MatchExpr) -> str:
     return " OR ".join(groups)
 
 
-_SEGMENTS = """WITH RECURSIVE seg(logical, owner, lo, hi) AS (
-    SELECT s.id, s.id, s.base_count, {top} FROM sessions s{scope}
-    UNION ALL
-    SELECT seg.logical, o.base_id, p.base_count, min(seg.hi, o.base_count)
-    FROM seg JOIN sessions o ON o.id = seg.owner JOIN sessions p ON p.id = o.base_id
-)
-"""
-"""Which stored rows make up each logical session: its own from its base count on, then each ancestor's
-own rows below the count the next one down inherits (``lo <= seq < hi``)."""
-
-
 def _has_forks(db: sqlite3.Connection) -> bool:
     return bool(db.execute("SELECT EXISTS (SELECT 1 FROM sessions WHERE base_id IS NOT NULL)").fetchone()[0])
 
 
-def _either(column: str, values: tuple[str | None, ...]) -> tuple[str, list[Any]]:
-    """``column`` equal to one of ``values`` (``None`` among them: or NULL); nothing matches an empty tuple."""
-    given = [column_text(value) for value in values if value is not None]
-    tests = [f"{column} IN ({', '.join('?' * len(given))})"] if given else []
-    if None in values:
-        tests.append(f"{column} IS NULL")
-    return (f" AND ({' OR '.join(tests)})" if tests else " AND 0"), given
+def _json_array(values: Sequence[Any]) -> str:
+    return orjson.dumps(list(values)).decode()
 
 
-def _session_clauses(query: TextQuery, owner: str) -> tuple[str, list[Any]]:
-    """The conditions on the hit's (logical) session: exclusions and its header's cwd, parent, creation time."""
-    where = ""
-    params: list[Any] = []
-    if query.exclude_sessions:
-        where += f" AND {owner} NOT IN (SELECT value FROM json_each(?))"
-        params.append(orjson.dumps(list(query.exclude_sessions)).decode())
-    for column, values in (("ls.cwd", query.cwd), ("ls.parent_session", query.parents)):
-        if values is not None:
-            clause, given = _either(column, values)
-            where += clause
-            params += given
-    if query.created_from is not None:
-        where += " AND ls.created_at >= ?"
-        params.append(query.created_from)
-    if query.created_to is not None:
-        where += " AND ls.created_at <= ?"
-        params.append(query.created_to)
-    return where, params
+SQLITE = Dialect(
+    param="?",
+    table=lambda name: name,
+    compile=compile_fts5,
+    member=lambda expr: f"{expr} IN (SELECT value FROM json_each(?))",
+    values=_json_array,
+    source="search_text JOIN search_docs d ON d.doc = search_text.rowid",
+    match="search_text MATCH ?",
+    score="-bm25(search_text)",
+    least="min",
+    top=str(MAX_SEQ),
+)
+"""FTS5: matched with ``MATCH``, ranked by ``bm25`` (negated: FTS5 ranks lower as better)."""
 
 
 def search(db: sqlite3.Connection, query: TextQuery) -> list[TextHit]:
-    """One page of ``query``'s hits from the FTS index, ranked by BM25 (best first), ties by time, id, seq.
-
-    Without zero-copy forks in the database each row belongs to one session and the
-    query is a plain join; with them, a segment table maps each stored row to every
-    session whose log holds it, so a fork finds its inherited prefix in its parent's rows.
-    Session headers (cwd, parent, creation time) are filtered here, in the same statement.
-    """
+    """One page of ``query``'s hits from the FTS index (:func:`~dshpy.storage.search_statement.search_statement`)."""
     if not query.expr.groups:
         return []
-    prefix_params: list[Any] = []
-    scope = None if query.sessions is None else orjson.dumps(list(query.sessions)).decode()
-    where = ""
-    params: list[Any] = [compile_fts5(query.expr)]
-    if _has_forks(db):
-        seed_scope = "" if scope is None else " JOIN json_each(?) j ON j.value = s.id"
-        prefix = _SEGMENTS.format(top=MAX_SEQ, scope=seed_scope)
-        if scope is not None:
-            prefix_params.append(scope)
-        owner = "seg.logical"
-        joins = " JOIN seg ON seg.owner = d.session_id AND d.seq >= seg.lo AND d.seq < seg.hi"
-    else:
-        prefix, owner, joins = "", "d.session_id", ""
-        if scope is not None:
-            where += " AND d.session_id IN (SELECT value FROM json_each(?))"
-            params.append(scope)
-    if query.filters_headers:
-        joins += f" JOIN sessions ls ON ls.id = {owner}"
-    clauses, values = _session_clauses(query, owner)
-    where += clauses
-    params += values
-    if query.types is not None:
-        where += f" AND d.type IN ({', '.join('?' * len(query.types))})"
-        params.extend(column_text(kind) for kind in query.types)
-    if query.time_from is not None:
-        where += " AND d.time >= ?"
-        params.append(query.time_from)
-    if query.time_to is not None:
-        where += " AND d.time <= ?"
-        params.append(query.time_to)
-    params += [query.limit, query.offset]
-    sql = (
-        f"{prefix}SELECT {owner}, d.seq, d.type, d.time, -bm25(search_text) AS score, d.text "
-        f"FROM search_text JOIN search_docs d ON d.doc = search_text.rowid{joins} "
-        f"WHERE search_text MATCH ?{where} ORDER BY score DESC, d.time DESC, {owner}, d.seq LIMIT ? OFFSET ?"
-    )
-    return [TextHit(*row) for row in db.execute(sql, [*prefix_params, *params])]
+    sql, params = search_statement(SQLITE, query, forks=_has_forks(db))
+    return [TextHit(*row) for row in db.execute(sql, params)]

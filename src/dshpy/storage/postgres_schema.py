@@ -140,6 +140,7 @@ nothing and gets the stored next seq back (a conflict). The log itself must end 
 damaged) and the append is refused with ``data_corrupted`` rather than writing past a
 gap. On success the session row is written once, as the lock alone wrote it before."""
 
+
 def _replaced_once(text: str, old: str, new: str) -> str:
     if text.count(old) != 1:
         raise AssertionError(f"expected exactly one {old!r} in the function text")

@@ -19,7 +19,7 @@ from dshpy.log.search_text import MatchExpr
 from dshpy.storage.base import column_text
 from dshpy.storage.search_records import TextQuery
 
-__all__ = ["Dialect", "search_statement"]
+__all__ = ["Dialect", "key_range_statement", "search_statement"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +49,8 @@ class Dialect:
     """:data:`~dshpy.storage.search_records.MAX_SEQ` as the segment query's open upper bound."""
     collate: str = ""
     """Appended to the session id in ``ORDER BY``, for byte order."""
+    doc_key: str = ""
+    """The index's row key, which :func:`search_statement`'s ``keys`` bound."""
 
 
 _SEGMENTS = """WITH RECURSIVE seg(logical, owner, lo, hi) AS (
@@ -59,6 +61,18 @@ _SEGMENTS = """WITH RECURSIVE seg(logical, owner, lo, hi) AS (
 ) """
 """Which stored rows make up each logical session: its own from its base count on, then each ancestor's own
 rows below the count the next one down inherits (``lo <= seq < hi``)."""
+
+_IN_SEGMENT = "seg.owner = d.session_id AND d.seq >= seg.lo AND d.seq < seg.hi"
+
+
+def _segments(dialect: Dialect, query: TextQuery) -> tuple[str, list[Any]]:
+    """The segment table of the sessions in scope (every session without a scope), and its parameters."""
+    scope, params = "", []
+    if query.sessions is not None:
+        scope = f" WHERE {dialect.member('s.id')}"
+        params.append(dialect.values(query.sessions))
+    sessions = dialect.table("sessions")
+    return _SEGMENTS.format(top=dialect.top, sessions=sessions, scope=scope, least=dialect.least), params
 
 
 def _either(dialect: Dialect, column: str, values: tuple[str | None, ...]) -> tuple[str, list[Any]]:
@@ -72,30 +86,42 @@ def _either(dialect: Dialect, column: str, values: tuple[str | None, ...]) -> tu
     return f" AND ({' OR '.join(tests)})", [dialect.values(given)] if given else []
 
 
-def search_statement(dialect: Dialect, query: TextQuery, *, forks: bool) -> tuple[str, list[Any]]:
+def key_range_statement(dialect: Dialect, query: TextQuery, *, forks: bool) -> tuple[str, list[Any]]:
+    """The lowest and highest index key among the rows the sessions of ``query.sessions`` read (NULLs: none).
+
+    A search of a few sessions passes them on as ``keys``: the index then walks only
+    that stretch of each word's postings, however often the word occurs elsewhere.
+    """
+    docs = dialect.table("search_docs")
+    if not forks:
+        member = dialect.member("session_id")
+        return f"SELECT min(doc), max(doc) FROM {docs} WHERE {member}", [dialect.values(query.sessions or ())]
+    prefix, params = _segments(dialect, query)
+    return f"{prefix}SELECT min(d.doc), max(d.doc) FROM seg JOIN {docs} d ON {_IN_SEGMENT}", params
+
+
+def search_statement(
+    dialect: Dialect, query: TextQuery, *, forks: bool, keys: tuple[int, int] | None = None
+) -> tuple[str, list[Any]]:
     """The statement of one page of ``query``'s hits and its parameters: ``(session, seq, type, time, score,
     text)`` rows, best first, ties by newer event, session id and seq.
 
     With zero-copy ``forks`` in the store a segment table maps each stored row to
-    every session whose log holds it; without, a row belongs to the session storing it.
+    every session whose log holds it; without, a row belongs to the session storing
+    it. ``keys`` keeps only index rows whose key lies in that inclusive range.
     """
     sessions = dialect.table("sessions")
-    prefix_params: list[Any] = []
+    prefix, prefix_params = _segments(dialect, query) if forks else ("", [])
+    owner = "seg.logical" if forks else "d.session_id"
+    joins = f" JOIN seg ON {_IN_SEGMENT}" if forks else ""
     where = ""
     params: list[Any] = []
-    if forks:
-        scope = ""
-        if query.sessions is not None:
-            scope = f" WHERE {dialect.member('s.id')}"
-            prefix_params.append(dialect.values(query.sessions))
-        prefix = _SEGMENTS.format(top=dialect.top, sessions=sessions, scope=scope, least=dialect.least)
-        owner = "seg.logical"
-        joins = " JOIN seg ON seg.owner = d.session_id AND d.seq >= seg.lo AND d.seq < seg.hi"
-    else:
-        prefix, owner, joins = "", "d.session_id", ""
-        if query.sessions is not None:
-            where += f" AND {dialect.member('d.session_id')}"
-            params.append(dialect.values(query.sessions))
+    if query.sessions is not None and not forks:
+        where += f" AND {dialect.member('d.session_id')}"
+        params.append(dialect.values(query.sessions))
+    if keys is not None:
+        where += f" AND {dialect.doc_key} BETWEEN {dialect.param} AND {dialect.param}"
+        params += keys
     if query.filters_headers:
         joins += f" JOIN {sessions} ls ON ls.id = {owner}"
     if query.exclude_sessions:

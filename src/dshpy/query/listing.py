@@ -1,8 +1,9 @@
 """Listing sessions: summaries from the projection cache, filtered, sorted, paged by keyset cursors.
 
-One ``list_projections`` call reads every session's info and cached projection rows
-(on SQLite and PostgreSQL one statement), so a filtered listing of ten thousand
-sessions folds no log whose cache is current. Pages are cut by *keyset*: a cursor
+A filter on projections (state, title, model, turns) reads every session's cached
+rows in one ``list_projections`` call (on SQLite and PostgreSQL one statement), so
+it folds no log whose cache is current. Any other listing is cut from the plain
+listing of headers first, and only the sessions of the page read their projections. Pages are cut by *keyset*: a cursor
 holds the sort value and id of the last session it returned, and the next page starts
 after it, so sessions created meanwhile (newer than any page's start, when sorted by
 creation) never shift or repeat what the following pages return.
@@ -14,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 from dshpy.core.json import JsonValue
+from dshpy.errors import CorruptSessionError, FormatVersionError, SessionNotFound
 from dshpy.query.cursors import decode_cursor, encode_cursor, fingerprint
 from dshpy.query.errors import INVALID_CURSOR, INVALID_SORT, InvalidQueryError
 from dshpy.query.filters import SessionFilter
@@ -22,7 +24,7 @@ from dshpy.query.results import SessionPage, SessionSummary
 from dshpy.storage.contract import SessionStore
 from dshpy.storage.projection_cache import SessionProjections
 
-__all__ = ["SORTS", "SUMMARY_PROJECTIONS", "Sort", "filtered_summaries", "page_of", "summary_of"]
+__all__ = ["SORTS", "SUMMARY_PROJECTIONS", "Sort", "filtered_summaries", "page_of", "summary_of", "with_projections"]
 
 SUMMARY_PROJECTIONS = ("title", "lifecycle", "stats", "usage")
 """The projections a summary reads."""
@@ -65,6 +67,15 @@ def summary_of(listed: SessionProjections) -> SessionSummary:
         turns=turns if isinstance(turns, int) else None,
         models=_models(values.get("usage")),
     )
+
+
+def with_projections(store: SessionStore, summary: SessionSummary) -> SessionSummary:
+    """``summary`` with its projection values read (a session's own cache rows, plus its stored tail)."""
+    try:
+        snapshot = store.projections(summary.id, SUMMARY_PROJECTIONS)
+    except (CorruptSessionError, FormatVersionError, SessionNotFound) as error:
+        return SessionSummary(summary.info, error=" ".join(str(error).split()))
+    return summary_of(SessionProjections(summary.info, snapshot["as_of_seq"], dict(snapshot["values"])))
 
 
 def filtered_summaries(

@@ -33,7 +33,7 @@ from dshpy.query.errors import (
 )
 from dshpy.query.filters import SessionFilter, check_limit, parse_types
 from dshpy.query.lineage import trace_lineage
-from dshpy.query.listing import filtered_summaries, page_of
+from dshpy.query.listing import filtered_summaries, page_of, with_projections
 from dshpy.query.results import (
     EventTrace,
     EventWindow,
@@ -118,8 +118,11 @@ class SessionQuery:
         """
         checked = SessionFilter.parse(filters)
         size = check_limit(limit, LIST_MAX_LIMIT, default=LIST_DEFAULT_LIMIT)
-        summaries = filtered_summaries(self.store, checked)
-        return page_of(summaries, checked, sort=sort, descending=bool(descending), limit=size, cursor=cursor)
+        summaries = filtered_summaries(self.store, checked, projections=checked.needs_projections)
+        page = page_of(summaries, checked, sort=sort, descending=bool(descending), limit=size, cursor=cursor)
+        if checked.needs_projections:
+            return page
+        return SessionPage([with_projections(self.store, s) for s in page.sessions], page.next_cursor)
 
     def inspect(self, session_id: str) -> SessionView:
         """A session's info and every registered projection, from the cache plus the stored tail (no repair)."""

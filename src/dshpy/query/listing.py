@@ -11,6 +11,7 @@ creation) never shift or repeat what the following pages return.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -87,10 +88,13 @@ def filtered_summaries(
     cwd, times, parents, lineage) are answered from the plain listing and the
     summaries carry no projection values; the other filters read them anyway.
     """
-    if projections or filters.needs_projections:
+    summaries = None
+    if not projections and not filters.needs_projections:
+        # a damaged session fails the plain listing; the projections' listing names it instead
+        with contextlib.suppress(CorruptSessionError, FormatVersionError):
+            summaries = [SessionSummary(info) for info in store.list()]
+    if summaries is None:
         summaries = [summary_of(listed) for listed in store.list_projections(SUMMARY_PROJECTIONS)]
-    else:
-        summaries = [SessionSummary(info) for info in store.list()]
     lineage = None
     if filters.lineage is not None:
         lineage = descendant_ids([s.info for s in summaries], filters.lineage)

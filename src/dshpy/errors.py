@@ -39,6 +39,10 @@ import their base from here, so this module stays the lowest layer::
     │       └── UnknownEventTypeError  a required (non-ignorable) event type we do not know
     ├── ZstdFrameError            a complete zstd frame is damaged; the JSONL backend reports it as
     │                             CorruptSessionError, it never reaches a store's caller [storage.jsonl.zstd_frames]
+    ├── QueryError                a session query was refused; ``.code`` is dsh's SESSION_QUERY_* [query.errors]
+    │   ├── InvalidQueryError     the request is malformed (filter, cursor, limit, window, query text) [query.errors]
+    │   ├── StaleCursorError      what the cursor paged changed (a session deleted, the index rebuilt) [query.errors]
+    │   └── QueryNotFoundError    no such session or event [query.errors]
     ├── ConfigError               a setting (config file, flag, environment variable) is unusable; names it
     │   ├── CompactionConfigError a compaction policy that does not fit the model's context window
     │   ├── ModelConfigError      the model route or time limits are unusable [llm.config]
@@ -58,8 +62,9 @@ import their base from here, so this module stays the lowest layer::
 
 Classes that were ``ValueError`` before they joined the tree still are
 (``NotJsonError``, ``ZstdFrameError``, every ``ConfigError``), as are
-``EventError`` and ``InvalidSessionIdError``; ``SessionNotFound`` is a ``KeyError``
-and ``CliError`` a ``click.ClickException``, so older ``except`` clauses keep working.
+``EventError``, ``InvalidSessionIdError`` and ``InvalidQueryError``; ``SessionNotFound`` is a
+``KeyError`` (``QueryNotFoundError`` a ``LookupError``) and ``CliError`` a
+``click.ClickException``, so older ``except`` clauses keep working.
 Driver errors (``sqlite3``, ``psycopg``, ``OSError``) never leave a store raw: each
 backend translates them in one place (``storage/sqlite_errors.py``,
 ``storage/postgres_connect.py``, ``storage/jsonl.py``).

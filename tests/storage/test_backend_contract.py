@@ -121,8 +121,8 @@ SQLITE_CAPABILITIES = {"zero_copy_forks", "bulk_listing", "metadata_queries", "p
     ("url", "expected"),
     [
         ("memory:", {"zero_copy_forks", "projection_cache", "writer_leases"}),
-        ("sqlite:///{tmp}/s.db", {*SQLITE_CAPABILITIES, "writer_leases"}),
-        ("jsonl://{tmp}/j", {"bulk_listing", "projection_cache", "own_writers"}),
+        ("sqlite:///{tmp}/s.db", {*SQLITE_CAPABILITIES, "search_index", "writer_leases"}),
+        ("jsonl://{tmp}/j", {"bulk_listing", "projection_cache", "search_index", "own_writers"}),
     ],
     ids=["memory", "sqlite", "jsonl"],
 )
@@ -134,7 +134,7 @@ def test_built_in_backends_declare_what_they_offer(url: str, expected: set[str],
 
 def test_postgres_declares_a_change_feed_too(postgres_url: str) -> None:
     with dshpy.open_store(postgres_url) as store:
-        assert store.capabilities == {*SQLITE_CAPABILITIES, "change_feed", "writer_leases"}
+        assert store.capabilities == {*SQLITE_CAPABILITIES, "change_feed", "search_index", "writer_leases"}
         assert store.capabilities <= set(CAPABILITIES)
 
 

@@ -66,7 +66,7 @@ def test_first_use_creates_the_schema_and_records_each_migration(postgres_url, p
                 "SELECT table_name FROM information_schema.tables WHERE table_schema = %s", (schema,)
             )
         }
-        assert tables == {"schema_version", "sessions", "events", "projection_cache"}
+        assert tables == {"schema_version", "sessions", "events", "projection_cache", "search_docs", "search_state"}
     store.close()
     again.close()
 

@@ -8,6 +8,7 @@ import pytest
 
 import dshpy
 from dshpy.core.events import encode_event
+from dshpy.log.event_text import event_text
 from dshpy.storage.sqlite import SqliteStore
 from dshpy.testing.builders import TurnScript
 
@@ -27,14 +28,22 @@ def test_a_flush_is_one_immediate_transaction_that_rereads_the_next_seq(db_path)
     store._db.set_trace_callback(statements.append)
     session.flush()
     store._db.set_trace_callback(None)
-    writes = [s for s in statements if not s.startswith("PRAGMA")]  # a projection cache save may follow
+    # a projection cache save may follow; "-- " lines are FTS5's own statements inside ours
+    writes = [s for s in statements if not s.startswith(("PRAGMA", "-- "))]
     assert writes[0] == "BEGIN IMMEDIATE"
     assert writes[1].startswith("SELECT") and "max(seq)" in writes[1]
     inserts = writes[2 : 2 + pending]
     assert all(s.startswith("INSERT INTO events") for s in inserts)
+    # the batch's full-text rows go in the same transaction (search is never behind or ahead of the log)
+    texts = sum(1 for e in session.events[-pending:] if event_text(e))
+    assert texts > 0
+    docs = writes[2 + pending : 2 + pending + texts]
+    assert all(s.startswith("INSERT INTO search_docs") for s in docs)
+    assert writes[2 + pending + texts].startswith("INSERT INTO search_text")
+    after = 3 + pending + texts
     # the session row records the new length in the same transaction (rows lost later are detectable)
-    assert writes[2 + pending].startswith("UPDATE sessions SET next_seq")
-    assert writes[3 + pending] == "COMMIT"
+    assert writes[after].startswith("UPDATE sessions SET next_seq")
+    assert writes[after + 1] == "COMMIT"
     assert not store._db.in_transaction
     session.close()
     store.close()

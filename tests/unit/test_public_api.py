@@ -35,9 +35,21 @@ COMPACTION = {
     "needs_compaction",
 }
 
+QUERY = {
+    "InvalidQueryError",
+    "QueryError",
+    "QueryNotFoundError",
+    "SearchHit",
+    "SearchPage",
+    "SessionFilter",
+    "SessionQuery",
+    "StaleCursorError",
+}
+
 EXPECTED = (
     PROJECTIONS
     | COMPACTION
+    | QUERY
     | {
         "DEFAULT_CHAIN",
         "EVENT_DATA_SHAPES",
@@ -124,6 +136,11 @@ def test_error_tree():
     assert issubclass(dshpy.SessionBusyError, dshpy.ConflictError)
     assert issubclass(dshpy.StoreFullError, dshpy.StoreError)
     assert issubclass(dshpy.ReadOnlyStoreError, dshpy.StoreError)
+    assert issubclass(dshpy.QueryError, dshpy.DshError)
+    assert issubclass(dshpy.InvalidQueryError, dshpy.QueryError)
+    assert issubclass(dshpy.InvalidQueryError, ValueError)
+    assert issubclass(dshpy.StaleCursorError, dshpy.QueryError)
+    assert issubclass(dshpy.QueryNotFoundError, dshpy.QueryError)
     assert issubclass(dshpy.CompactionError, dshpy.DshError)
     assert issubclass(dshpy.CompactionBusyError, dshpy.CompactionError)
     assert issubclass(dshpy.NothingToCompactError, dshpy.CompactionError)

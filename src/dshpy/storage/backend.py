@@ -36,6 +36,7 @@ from dshpy.storage.follow import StopSignal
 from dshpy.storage.lease import Lease
 from dshpy.storage.projection_cache import ProjectionRow
 from dshpy.storage.records import SessionInfo, StoredRecord
+from dshpy.storage.search_records import SearchIndexStatus, TextHits, TextQuery
 
 __all__ = [
     "CAPABILITIES",
@@ -45,6 +46,7 @@ __all__ = [
     "MetadataQueries",
     "OwnWriters",
     "ProjectionCache",
+    "SearchIndex",
     "StorageBackend",
     "WriterLeases",
     "ZeroCopyForks",
@@ -180,6 +182,30 @@ class ChangeFeed(Protocol):
         """Events with seq >= ``from_seq`` as they commit; ``poll_interval`` bounds how late ``stop`` is seen."""
 
 
+class SearchIndex(Protocol):
+    """Full-text search answered by an index the backend keeps, instead of a scan of every log.
+
+    The index holds each event's text as :func:`~dshpy.log.event_text.event_text`
+    extracts it and matches words as :mod:`dshpy.log.search_text` cuts them, so hits
+    are the scan's. An index kept in the log's own transactions (SQLite, PostgreSQL) is
+    never behind or ahead of the log; a derived one (the JSONL sidecar) catches up
+    before it answers. Zero-copy forks find their inherited prefix through their
+    parent's rows, never through copies.
+    """
+
+    @abstractmethod
+    def _search_text(self, query: TextQuery) -> TextHits:
+        """The page of ``query``'s hits, ranked (see :class:`~dshpy.storage.search_records.TextHits`)."""
+
+    @abstractmethod
+    def _rebuild_search_index(self) -> SearchIndexStatus:
+        """Drop the index and index every stored event again; the generation moves on."""
+
+    @abstractmethod
+    def _search_index_status(self) -> SearchIndexStatus:
+        """What the index holds now."""
+
+
 class WriterLeases(Protocol):
     """One live writer per session, enforced across handles and processes by a lease the store holds."""
 
@@ -215,6 +241,7 @@ CAPABILITIES: dict[str, type] = {
     "projection_cache": ProjectionCache,
     "indexed_reads": IndexedReads,
     "change_feed": ChangeFeed,
+    "search_index": SearchIndex,
     "writer_leases": WriterLeases,
     "own_writers": OwnWriters,
 }

@@ -60,6 +60,7 @@ from dshpy.storage.backend import (
     MetadataQueries,
     OwnWriters,
     ProjectionCache,
+    SearchIndex,
     StorageBackend,
     WriterLeases,
     ZeroCopyForks,
@@ -79,6 +80,8 @@ from dshpy.storage.projection_cache import (
     session_identity,
 )
 from dshpy.storage.records import SessionInfo, StoredRecord
+from dshpy.storage.search_records import SearchIndexStatus, TextHits, TextQuery
+from dshpy.storage.search_scan import scan_search
 
 __all__ = [
     "EXPORT_FORMAT",
@@ -198,6 +201,9 @@ class BaseStore(StorageBackend):
     zero_copy_fork: bool = False
     """Whether forks read the parent's prefix instead of copying it (then deletes must detach)."""
     _capabilities: frozenset[str] = frozenset()
+    _scan_generation: int = 0
+    """Without :class:`~dshpy.storage.backend.SearchIndex`: deletes by this store object (a scan has no index
+    to version, so the generation of its hits is that count)."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -702,6 +708,27 @@ class BaseStore(StorageBackend):
             window.append(event)
         return window
 
+    # -- full-text search --------------------------------------------------------------
+
+    def search_text(self, query: TextQuery) -> TextHits:
+        """A page of ranked hits for ``query``, from the backend's index or, without one, a scan of the logs."""
+        if "search_index" in self._capabilities:
+            return cast(SearchIndex, self)._search_text(query)
+        ids = self._ids() if query.sessions is None else [check_session_id(sid) for sid in query.sessions]
+        return scan_search(query, ids, self._header, self.read, self._scan_generation)
+
+    def rebuild_search_index(self) -> SearchIndexStatus:
+        """Index every stored event again from its log (without an index: nothing to do)."""
+        if "search_index" in self._capabilities:
+            return cast(SearchIndex, self)._rebuild_search_index()
+        return self.search_index_status()
+
+    def search_index_status(self) -> SearchIndexStatus:
+        """What the search index holds; ``kind`` ``"scan"`` when the backend keeps none."""
+        if "search_index" in self._capabilities:
+            return cast(SearchIndex, self)._search_index_status()
+        return SearchIndexStatus("scan", None, self._scan_generation)
+
     def delete(self, session_id: str, *, detach_forks: bool = False) -> None:
         """Delete a session. Refused while zero-copy forks read its prefix, unless ``detach_forks``,
         and while a live handle holds it (:class:`~dshpy.errors.SessionBusyError`)."""
@@ -721,6 +748,7 @@ class BaseStore(StorageBackend):
                 prefix = [event for event in self._read_chain(session_id, 0) if event.seq < base[1]]
                 cast(ZeroCopyForks, self)._rebase(child, prefix)
             self._remove(session_id)
+        self._scan_generation += 1
 
     # -- export / import --------------------------------------------------------------
 

@@ -21,6 +21,7 @@ from dshpy.projections.runner import Snapshot
 from dshpy.storage.follow import StopSignal
 from dshpy.storage.projection_cache import SessionProjections
 from dshpy.storage.records import SessionInfo
+from dshpy.storage.search_records import SearchIndexStatus, TextHits, TextQuery
 
 __all__ = ["SessionStore"]
 
@@ -145,6 +146,18 @@ class SessionStore(Protocol):
         limit: int | None = None,
     ) -> builtins.list[SessionProjections]:
         """Every session with the values of projections ``keys``, as :meth:`list` orders them."""
+        ...
+
+    def search_text(self, query: TextQuery) -> TextHits:
+        """A page of ranked full-text hits (the query layer, :mod:`dshpy.query`, is the caller's way in)."""
+        ...
+
+    def rebuild_search_index(self) -> SearchIndexStatus:
+        """Index every stored event again from the logs."""
+        ...
+
+    def search_index_status(self) -> SearchIndexStatus:
+        """What the search index holds."""
         ...
 
     def close(self) -> None:

@@ -60,6 +60,7 @@ from dshpy.storage.backend import (
     IndexedReads,
     MetadataQueries,
     ProjectionCache,
+    SearchIndex,
     WriterLeases,
     ZeroCopyForks,
 )
@@ -84,8 +85,18 @@ from dshpy.storage.postgres_connect import (
 from dshpy.storage.postgres_follow import notify_follow
 from dshpy.storage.postgres_lease import AdvisoryLease, holder_of, lease_key
 from dshpy.storage.postgres_schema import MIGRATIONS, prepare_schema
+from dshpy.storage.postgres_search import (
+    INSERT_DOCS,
+    NEXT_GENERATION,
+    doc_columns,
+    fill_search_docs,
+    hits_of,
+    postgres_dialect,
+)
 from dshpy.storage.projection_cache import ProjectionRow
 from dshpy.storage.records import SessionInfo, StoredRecord
+from dshpy.storage.search_records import SearchIndexStatus, TextHits, TextQuery
+from dshpy.storage.search_statement import search_statement
 from dshpy.storage.store_url import StoreURL, parse_store_url
 
 __all__ = ["PostgresStore"]
@@ -126,9 +137,20 @@ class _Sql:
             "SELECT %s, * FROM unnest(%b::bigint[], %b::text[], %b::bigint[], %b::text[], %b::bigint[])"
         )
         self.append = (
-            f"SELECT {s}.append_events(%s, %s, %b::bigint[], %b::text[], %b::bigint[], %b::text[], %b::bigint[], %s)"
+            f"SELECT {s}.append_events(%s, %s, %b::bigint[], %b::text[], %b::bigint[], %b::text[], %b::bigint[], %s, "
+            "%b::bigint[], %b::text[], %b::bigint[], %b::text[], %b::text[])"
         )
-        self.remove = f"DELETE FROM {s}.sessions WHERE id = %s"
+        self.insert_docs = INSERT_DOCS.format(schema=s)
+        # One statement: the session goes and the search generation moves on, or neither.
+        self.remove = (
+            f"WITH gone AS (DELETE FROM {s}.sessions WHERE id = %s RETURNING id) "
+            f"UPDATE {s}.search_state SET generation = generation + 1 WHERE id = 1 AND EXISTS (SELECT 1 FROM gone)"
+        )
+        self.forks_exist = f"SELECT EXISTS (SELECT 1 FROM {s}.sessions WHERE base_id IS NOT NULL)"
+        self.search_generation = f"SELECT generation FROM {s}.search_state WHERE id = 1"
+        self.document_count = f"SELECT count(*) FROM {s}.search_docs"
+        self.drop_docs = f"DELETE FROM {s}.search_docs"
+        self.next_generation = NEXT_GENERATION.format(schema=s)
         self.ids = f'SELECT id FROM {s}.sessions ORDER BY id COLLATE "C"'
         self.children = f'SELECT id FROM {s}.sessions WHERE base_id = %s ORDER BY id COLLATE "C"'
         self.detach = f"UPDATE {s}.sessions SET base_id = NULL, base_count = 0, crc = %s WHERE id = %s"
@@ -185,7 +207,16 @@ def _columns(session_id: str, events: Sequence[SessionEvent]) -> _Columns:
 _KNOWN_TYPES = sorted(KNOWN_EVENT_TYPES)
 
 
-class PostgresStore(BaseStore, ZeroCopyForks, MetadataQueries, ProjectionCache, IndexedReads, ChangeFeed, WriterLeases):
+class PostgresStore(
+    BaseStore,
+    ZeroCopyForks,
+    MetadataQueries,
+    ProjectionCache,
+    IndexedReads,
+    ChangeFeed,
+    SearchIndex,
+    WriterLeases,
+):
     """Sessions in a PostgreSQL schema, through a psycopg connection pool.
 
     ``dsn`` is a ``postgresql://`` URL; ``schema`` (default ``dshpy``), ``pool_min`` and
@@ -213,6 +244,7 @@ class PostgresStore(BaseStore, ZeroCopyForks, MetadataQueries, ProjectionCache, 
         self.channel = f"dshpy:{self.schema}"
         """The NOTIFY channel of this schema; payloads are ``"<session id> <next seq>"``."""
         self._sql = _Sql(self.schema)
+        self._dialect = postgres_dialect(quote_identifier(self.schema))
         setup = connect(self._options.conninfo)
         try:
             self._check_server(setup)
@@ -305,9 +337,13 @@ class PostgresStore(BaseStore, ZeroCopyForks, MetadataQueries, ProjectionCache, 
         return AdvisoryLease(self._options.conninfo, self.schema, session_id)
 
     def _insert_events(self, conn: psycopg.Connection[Any], session_id: str, events: Sequence[SessionEvent]) -> None:
+        """Insert events and their full-text rows, in the caller's transaction."""
         for start in range(0, len(events), _INSERT_CHUNK):
             chunk = events[start : start + _INSERT_CHUNK]
             conn.execute(self._sql.insert_events, (session_id, *_columns(session_id, chunk)))
+            docs = doc_columns(chunk)
+            if docs[0]:
+                conn.execute(self._sql.insert_docs, (session_id, *docs))
 
     def _insert(self, record: StoredRecord) -> None:
         header = record.header
@@ -390,7 +426,7 @@ class PostgresStore(BaseStore, ZeroCopyForks, MetadataQueries, ProjectionCache, 
     def _append(self, session_id: str, expected_seq: int, events: Sequence[SessionEvent]) -> None:
         """One statement: the server-side ``append_events`` locks, compares, moves ``next_seq``, inserts and
         notifies; a log that lost rows is refused (``data_corrupted``) as :class:`CorruptSessionError`."""
-        params = (session_id, expected_seq, *_columns(session_id, events), self.channel)
+        params = (session_id, expected_seq, *_columns(session_id, events), self.channel, *doc_columns(events))
         with self._connection(f'append to session "{session_id}"') as conn:
             try:
                 row = conn.execute(self._sql.append, params).fetchone()
@@ -595,3 +631,31 @@ class PostgresStore(BaseStore, ZeroCopyForks, MetadataQueries, ProjectionCache, 
                 found.pop(info.id, None)
         infos.sort(key=lambda info: (info.updated_at, info.id), reverse=True)
         return infos, found
+
+    # -- full-text search -----------------------------------------------------------------------
+
+    def _search_text(self, query: TextQuery) -> TextHits:
+        """One REPEATABLE READ snapshot: whether forks exist, the page of hits, and the generation."""
+        with self._connection("search") as conn, conn.transaction():
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            forks = conn.execute(self._sql.forks_exist).fetchone()
+            sql, params = search_statement(self._dialect, query, forks=bool(forks and forks[0]))
+            rows = conn.execute(sql, params).fetchall() if query.expr.groups else []
+            return TextHits(hits_of(rows), self._generation(conn))
+
+    def _generation(self, conn: psycopg.Connection[Any]) -> int:
+        row = conn.execute(self._sql.search_generation).fetchone()
+        return int(row[0]) if row else 0
+
+    def _rebuild_search_index(self) -> SearchIndexStatus:
+        with self._connection("rebuild the search index") as conn, conn.transaction():
+            conn.execute(self._sql.drop_docs)
+            conn.execute(self._sql.next_generation)
+            fill_search_docs(conn, quote_identifier(self.schema))
+        return self._search_index_status()
+
+    def _search_index_status(self) -> SearchIndexStatus:
+        with self._connection("read the search index") as conn, conn.transaction():
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            row = conn.execute(self._sql.document_count).fetchone()
+            return SearchIndexStatus("postgres-tsvector", int(row[0]) if row else 0, self._generation(conn))

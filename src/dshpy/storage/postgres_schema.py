@@ -27,6 +27,7 @@ import psycopg
 from dshpy.errors import CorruptSessionError, FormatVersionError, StoreError
 from dshpy.storage.postgres_checksums import backfill_checksums
 from dshpy.storage.postgres_connect import quote_identifier
+from dshpy.storage.postgres_search import SEARCH_STATEMENTS, fill_search_docs
 
 __all__ = ["ADVISORY_LOCK_CLASS", "MIGRATIONS", "SchemaMigration", "describe_schema", "prepare_schema"]
 
@@ -139,6 +140,31 @@ nothing and gets the stored next seq back (a conflict). The log itself must end 
 damaged) and the append is refused with ``data_corrupted`` rather than writing past a
 gap. On success the session row is written once, as the lock alone wrote it before."""
 
+
+def _replaced_once(text: str, old: str, new: str) -> str:
+    if text.count(old) != 1:
+        raise AssertionError(f"expected exactly one {old!r} in the function text")
+    return text.replace(old, new)
+
+
+APPEND_FUNCTION_V4 = _replaced_once(
+    _replaced_once(
+        APPEND_FUNCTION_V3,
+        "p_crcs bigint[], p_channel text\n)",
+        "p_crcs bigint[], p_channel text, p_doc_seqs bigint[], p_doc_types text[], p_doc_times bigint[],\n"
+        "    p_doc_texts text[], p_doc_words text[]\n)",
+    ),
+    "    PERFORM pg_notify",
+    """    INSERT INTO {schema}.search_docs (session_id, seq, type, time, text, tsv)
+    SELECT p_session, d.seq, d.type, d.time, d.text, to_tsvector('simple', d.words)
+      FROM unnest(p_doc_seqs, p_doc_types, p_doc_times, p_doc_texts, p_doc_words) AS d(seq, type, time, text, words);
+    PERFORM pg_notify""",
+)
+"""The conditional append since schema v4: :data:`APPEND_FUNCTION_V3` with five more arrays, the batch's
+full-text rows (:mod:`~dshpy.storage.postgres_search`), inserted by the same statement before followers are
+notified, so search is never behind or ahead of the log. Derived from v3's text, which never changes."""
+
+
 MIGRATIONS: tuple[SchemaMigration, ...] = (
     SchemaMigration(
         1,
@@ -198,6 +224,16 @@ MIGRATIONS: tuple[SchemaMigration, ...] = (
             "ALTER TABLE {schema}.events ALTER COLUMN crc DROP DEFAULT",
             "ALTER TABLE {schema}.projection_cache ALTER COLUMN crc DROP DEFAULT",
         ),
+    ),
+    SchemaMigration(
+        4,
+        "full-text search index",
+        (
+            *SEARCH_STATEMENTS,
+            "DROP FUNCTION {schema}.append_events(text, bigint, bigint[], text[], bigint[], text[], bigint[], text)",
+            APPEND_FUNCTION_V4,
+        ),
+        backfill=fill_search_docs,
     ),
 )
 """Position + 1 is the version a schema has after applying the step; never edit a released step."""

@@ -56,7 +56,14 @@ from dshpy.errors import (
     StoreError,
 )
 from dshpy.log.header import SessionHeader
-from dshpy.storage.backend import IndexedReads, MetadataQueries, ProjectionCache, WriterLeases, ZeroCopyForks
+from dshpy.storage.backend import (
+    IndexedReads,
+    MetadataQueries,
+    ProjectionCache,
+    SearchIndex,
+    WriterLeases,
+    ZeroCopyForks,
+)
 from dshpy.storage.base import BaseStore, column_text, parse_stored_header
 from dshpy.storage.checksum import (
     cache_row_crc,
@@ -69,7 +76,20 @@ from dshpy.storage.checksum import (
 from dshpy.storage.lease import FileLease, Lease
 from dshpy.storage.projection_cache import ProjectionRow
 from dshpy.storage.records import SessionInfo, StoredRecord
+from dshpy.storage.search_records import SearchIndexStatus, TextHits, TextQuery
 from dshpy.storage.sqlite_errors import SqliteErrors, store_error
+from dshpy.storage.sqlite_search import (
+    FILL_FROM_EVENTS,
+    SEARCH_SCHEMA,
+    add_docs,
+    doc_rows,
+    document_count,
+    drop_all_docs,
+    drop_session_docs,
+    event_text_sql,
+    generation,
+    search,
+)
 
 __all__ = ["APPLICATION_ID", "SCHEMA_MIGRATIONS", "SqliteStore"]
 
@@ -121,13 +141,15 @@ SCHEMA_MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "UPDATE projection_cache SET crc = dshpy_cache_crc(CAST(session_id AS BLOB), CAST(key AS BLOB), "
         "state_version, seq, CAST(state AS BLOB), CAST(identity AS BLOB))",
     ),
+    (*SEARCH_SCHEMA, *FILL_FROM_EVENTS),
 )
 """Schema migrations; position + 1 is the ``user_version`` a database has after applying it.
 
 2 adds ``projection_cache``: one row per (session, projection), see
 :mod:`dshpy.storage.projection_cache`. 3 adds a CRC-32 to every row and each session's
 ``next_seq`` (rows lost from a log's end are detectable), computed for the rows already
-stored (one pass over the file, once)."""
+stored (one pass over the file, once). 4 adds the full-text index (:mod:`dshpy.storage.sqlite_search`) and
+indexes every event already stored."""
 
 _CRC_FUNCTIONS = (
     ("dshpy_session_crc", 7, session_row_crc),
@@ -135,6 +157,9 @@ _CRC_FUNCTIONS = (
     ("dshpy_cache_crc", 6, cache_row_crc),
 )
 """The checksums as SQL functions, for migration 3's backfill of existing rows."""
+
+_INDEX_FUNCTIONS = (("dshpy_event_text", 1, event_text_sql),)
+"""An event's searchable text as an SQL function, for migration 4's (and a rebuild's) indexing of stored events."""
 
 _SAVE_ROW = """INSERT INTO projection_cache (session_id, key, state_version, seq, state, identity, crc)
 VALUES (?, ?, ?, ?, ?, ?, ?)
@@ -180,7 +205,7 @@ EventRow = tuple[str, int, str, int, bytes, int]
 
 
 def _register_functions(connection: sqlite3.Connection) -> None:
-    for name, arity, function in _CRC_FUNCTIONS:
+    for name, arity, function in (*_CRC_FUNCTIONS, *_INDEX_FUNCTIONS):
         connection.create_function(name, arity, function, deterministic=True)
 
 
@@ -224,8 +249,8 @@ def _writable(path: Path) -> bool:
     return os.access(path, os.W_OK) and os.access(path.parent, os.W_OK | os.X_OK)
 
 
-class SqliteStore(BaseStore, ZeroCopyForks, MetadataQueries, ProjectionCache, IndexedReads, WriterLeases):
-    """Sessions in one SQLite file (WAL, ``synchronous=FULL``, STRICT tables, a CRC-32 on every row)."""
+class SqliteStore(BaseStore, ZeroCopyForks, MetadataQueries, ProjectionCache, IndexedReads, SearchIndex, WriterLeases):
+    """Sessions in one SQLite file (WAL, ``synchronous=FULL``, STRICT tables, a CRC-32 on every row, an FTS5 index)."""
 
     def __init__(self, path: str | os.PathLike[str], *, busy_timeout_ms: int = 10_000) -> None:
         self.path = Path(path)
@@ -321,7 +346,7 @@ class SqliteStore(BaseStore, ZeroCopyForks, MetadataQueries, ProjectionCache, In
                 )
             if version < latest and self.read_only:
                 raise ReadOnlyStoreError(
-                    f"{self.path} uses dshpy schema v{version} and must be upgraded to v{latest} (row checksums) "
+                    f"{self.path} uses dshpy schema v{version} and must be upgraded to v{latest} "
                     "before this build reads it, which needs write access: open it once where it is writable"
                 )
             for index in range(version, latest):
@@ -402,6 +427,7 @@ class SqliteStore(BaseStore, ZeroCopyForks, MetadataQueries, ProjectionCache, In
         columns = (header.id, raw, header.created_at, cwd, header.parent_session, base_id, base_count)
         next_seq = base_count + len(events)
         rows = self._rows(header.id, events)
+        docs = doc_rows(header.id, events)
         try:
             with self._write(f'creating session "{header.id}"') as db:
                 if db.execute("SELECT 1 FROM sessions WHERE id = ?", (header.id,)).fetchone():
@@ -412,6 +438,7 @@ class SqliteStore(BaseStore, ZeroCopyForks, MetadataQueries, ProjectionCache, In
                     (*columns, next_seq, session_row_crc(*columns)),
                 )
                 db.executemany(_INSERT_EVENTS, rows)
+                add_docs(db, header.id, docs)
         except sqlite3.IntegrityError as error:
             raise SessionExistsError(f'session "{header.id}" already exists ({error})') from None
 
@@ -494,6 +521,7 @@ class SqliteStore(BaseStore, ZeroCopyForks, MetadataQueries, ProjectionCache, In
         work only, and every statement goes through one long-lived cursor.
         """
         rows = self._rows(session_id, events)
+        docs = doc_rows(session_id, events)  # indexed in the same transaction: search is never behind or ahead
         doing = f'appending to session "{session_id}"'
         with self._lock:
             cursor = self._cursor
@@ -508,6 +536,7 @@ class SqliteStore(BaseStore, ZeroCopyForks, MetadataQueries, ProjectionCache, In
                         actual_seq=stored,
                     )
                 cursor.executemany(_INSERT_EVENTS, rows)
+                add_docs(cursor, session_id, docs)
                 cursor.execute("UPDATE sessions SET next_seq = ? WHERE id = ?", (expected_seq + len(rows), session_id))
                 cursor.execute("COMMIT")
             except sqlite3.IntegrityError as error:
@@ -525,6 +554,7 @@ class SqliteStore(BaseStore, ZeroCopyForks, MetadataQueries, ProjectionCache, In
     def _remove(self, session_id: str) -> None:
         try:
             with self._write(f'deleting session "{session_id}"') as db:
+                drop_session_docs(db, session_id)
                 db.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
         except sqlite3.IntegrityError as error:  # a fork was made meanwhile and reads through it
             raise ConflictError(f'session "{session_id}" gained a fork while being deleted ({error})') from None
@@ -546,6 +576,7 @@ class SqliteStore(BaseStore, ZeroCopyForks, MetadataQueries, ProjectionCache, In
         try:
             with self._write(f'detaching fork "{session_id}"') as db:
                 db.executemany(_INSERT_EVENTS, self._rows(session_id, prefix))
+                add_docs(db, session_id, doc_rows(session_id, prefix))
                 db.execute(
                     "UPDATE sessions SET base_id = NULL, base_count = 0, crc = ? WHERE id = ?", (crc, session_id)
                 )
@@ -779,3 +810,31 @@ class SqliteStore(BaseStore, ZeroCopyForks, MetadataQueries, ProjectionCache, In
     def _session_info(self, session_id: str) -> SessionInfo | None:
         found = self._infos("WHERE s.id = ?", (session_id,))
         return found[0] if found else None
+
+    # -- full-text search ---------------------------------------------------------------------
+
+    def _search_text(self, query: TextQuery) -> TextHits:
+        """From the FTS5 index, which every write keeps in its own transaction (one snapshot: hits and generation)."""
+        with self._lock, SqliteErrors(self.path, "searching"):
+            db = self._db
+            db.execute("BEGIN")
+            try:
+                return TextHits(search(db, query), generation(db))
+            finally:
+                db.execute("COMMIT")
+
+    def _rebuild_search_index(self) -> SearchIndexStatus:
+        with self._write("rebuilding the search index") as db:
+            drop_all_docs(db)
+            for statement in FILL_FROM_EVENTS:
+                db.execute(statement)
+        return self._search_index_status()
+
+    def _search_index_status(self) -> SearchIndexStatus:
+        with self._lock, SqliteErrors(self.path, "reading the search index"):
+            db = self._db
+            db.execute("BEGIN")
+            try:
+                return SearchIndexStatus("sqlite-fts5", document_count(db), generation(db))
+            finally:
+                db.execute("COMMIT")

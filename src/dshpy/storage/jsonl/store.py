@@ -29,7 +29,7 @@ from dshpy.errors import (
 )
 from dshpy.log.header import FORMAT_VERSION, SessionHeader
 from dshpy.log.session import SessionWriter
-from dshpy.storage.backend import BulkListing, OwnWriters, ProjectionCache
+from dshpy.storage.backend import BulkListing, OwnWriters, ProjectionCache, SearchIndex
 from dshpy.storage.base import BaseStore
 from dshpy.storage.jsonl.files import file_errors, fsync_dir, is_file, make_dir, write_all
 from dshpy.storage.jsonl.layout import (
@@ -43,11 +43,14 @@ from dshpy.storage.jsonl.layout import (
 )
 from dshpy.storage.jsonl.locking import SessionLock
 from dshpy.storage.jsonl.scan import LogReader, Scan, ScanCache, revision
+from dshpy.storage.jsonl.search_sidecar import SearchSidecar
 from dshpy.storage.jsonl.sidecar import PROJECTION_CACHE_FILENAME, read_sidecar, save_sidecar
 from dshpy.storage.jsonl.writer import JsonlWriter, encode_new
 from dshpy.storage.os_errors import os_store_error
 from dshpy.storage.projection_cache import ProjectionRow
 from dshpy.storage.records import SessionInfo, StoredRecord
+from dshpy.storage.search_records import SearchIndexStatus, TextHits, TextQuery
+from dshpy.storage.search_scan import scan_search
 from dshpy.storage.store_url import StoreURL
 
 __all__ = ["COMPRESSIONS", "JsonlStore"]
@@ -58,10 +61,12 @@ COMPRESSIONS = ("zstd", "none")
 """``zstd`` (dsh's default and ours) or ``none`` (plain JSONL)."""
 
 
-class JsonlStore(BaseStore, BulkListing, ProjectionCache, OwnWriters):
+class JsonlStore(BaseStore, BulkListing, ProjectionCache, SearchIndex, OwnWriters):
     """Sessions as dsh v4 JSONL logs under ``root`` (``compression``: ``"zstd"`` or ``"none"``).
 
-    Forks copy the inherited prefix into the child's own log, as dsh does.
+    Forks copy the inherited prefix into the child's own log, as dsh does. Full-text
+    search is answered by a derived index under the root
+    (:mod:`~dshpy.storage.jsonl.search_sidecar`), caught up before each search.
     """
 
     def __init__(self, root: str | os.PathLike[str], *, compression: str = "zstd") -> None:
@@ -75,6 +80,7 @@ class JsonlStore(BaseStore, BulkListing, ProjectionCache, OwnWriters):
         self._compressed = compression == "zstd"
         self._cache = ScanCache()
         self._reader = LogReader(self.root, self._cache, compressed=self._compressed)
+        self._search = SearchSidecar(self.root, self._log_revisions, self._whole_log)
 
     @classmethod
     def from_url(cls, url: StoreURL) -> JsonlStore:
@@ -329,6 +335,41 @@ class JsonlStore(BaseStore, BulkListing, ProjectionCache, OwnWriters):
             if sidecar is not None:
                 found[session_id] = {key: row for key, row in sidecar[1].items() if key in wanted}
         return found
+
+    # -- full-text search (the derived sidecar) ---------------------------------------------
+
+    def _log_revisions(self) -> list[tuple[str, str]]:
+        """Each session with its log's revision: what the sidecar compares to skip unchanged logs on a ``stat``."""
+        found: list[tuple[str, str]] = []
+        for session_id, location in self._scan_root():
+            try:
+                st = os.stat(location.path)
+            except FileNotFoundError:
+                continue  # deleted since the listing
+            found.append((session_id, f"{location.path.name}:{':'.join(map(str, revision(st)))}"))
+        return found
+
+    def _whole_log(self, session_id: str) -> tuple[SessionHeader, list[SessionEvent]]:
+        return self._header(session_id), list(self.read(session_id))
+
+    def _search_text(self, query: TextQuery) -> TextHits:
+        if not self._search.writable():  # a read-only root (a mounted dsh archive) is searched by a scan
+            ids = self._ids() if query.sessions is None else list(query.sessions)
+            return scan_search(query, ids, self._header, self.read, 0)
+        return self._search.search(query)
+
+    def _rebuild_search_index(self) -> SearchIndexStatus:
+        if not self._search.writable():
+            return SearchIndexStatus("scan", None, 0)
+        return self._search.rebuild()
+
+    def _search_index_status(self) -> SearchIndexStatus:
+        if not self._search.writable():
+            return SearchIndexStatus("scan", None, 0)
+        return self._search.status()
+
+    def close(self) -> None:
+        self._search.close()
 
     # -- listing ------------------------------------------------------------------------
 

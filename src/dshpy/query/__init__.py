@@ -1,0 +1,73 @@
+"""Session query: list, inspect, read, trace and full-text search over any store (layer L4).
+
+Start with :class:`SessionQuery`::
+
+    from dshpy.query import SessionQuery
+
+    query = SessionQuery(store)
+    page = query.list({"cwd": "/srv/app", "state": "completed"}, limit=20)
+    hits = query.search("connection refused", filters={"cwd": "/srv/app"})
+    for hit in hits.hits:
+        print(hit.session_id, hit.seq, hit.snippet.marked())
+    window = query.read_event(hits.hits[0].session_id, hits.hits[0].seq, before=3, after=3)
+
+The pieces a caller may want on their own: the text an event contributes to search
+(:func:`event_text`), filters (:class:`SessionFilter`), the result values, and the
+errors (:class:`QueryError` and its family, with dsh's ``SESSION_QUERY_*`` codes).
+"""
+
+from dshpy.log.event_text import event_text
+from dshpy.query.errors import InvalidQueryError, QueryError, QueryNotFoundError, StaleCursorError
+from dshpy.query.expressions import MAX_QUERY_BYTES, parse_query
+from dshpy.query.filters import SESSION_FILTER_KEYS, SessionFilter
+from dshpy.query.results import (
+    EventTrace,
+    EventWindow,
+    LineageNode,
+    LineageTrace,
+    LogEntry,
+    LogPage,
+    SearchHit,
+    SearchPage,
+    SessionPage,
+    SessionSummary,
+    SessionView,
+    Surface,
+)
+from dshpy.query.search import SEARCH_DEFAULT_LIMIT, SEARCH_MAX_LIMIT
+from dshpy.query.service import LIST_DEFAULT_LIMIT, LIST_MAX_LIMIT, READ_WINDOW_MAX, SessionQuery
+from dshpy.query.snippets import SNIPPET_CHARS, Snippet
+from dshpy.storage.search_records import SearchIndexStatus
+
+__all__ = [
+    "LIST_DEFAULT_LIMIT",
+    "LIST_MAX_LIMIT",
+    "MAX_QUERY_BYTES",
+    "READ_WINDOW_MAX",
+    "SEARCH_DEFAULT_LIMIT",
+    "SEARCH_MAX_LIMIT",
+    "SESSION_FILTER_KEYS",
+    "SNIPPET_CHARS",
+    "EventTrace",
+    "EventWindow",
+    "InvalidQueryError",
+    "LineageNode",
+    "LineageTrace",
+    "LogEntry",
+    "LogPage",
+    "QueryError",
+    "QueryNotFoundError",
+    "SearchHit",
+    "SearchIndexStatus",
+    "SearchPage",
+    "SessionFilter",
+    "SessionPage",
+    "SessionQuery",
+    "SessionSummary",
+    "SessionView",
+    "Snippet",
+    "StaleCursorError",
+    "Surface",
+    "event_text",
+    "parse_query",
+]

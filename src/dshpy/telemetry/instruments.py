@@ -1,0 +1,80 @@
+"""The tracer and the metric instruments dshpy records with, created once per :func:`~dshpy.telemetry.enable`.
+
+Histograms carry the bucket boundaries the GenAI conventions recommend as an advisory
+(the SDK uses them unless a view says otherwise), so dashboards built for other GenAI
+instrumentations read dshpy's numbers the same way.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from opentelemetry import metrics, trace
+
+from dshpy.telemetry import names as n
+
+__all__ = ["Instruments"]
+
+
+class Instruments:
+    """One tracer and every instrument, from the providers dshpy reports to."""
+
+    def __init__(self, tracer_provider: trace.TracerProvider, meter_provider: metrics.MeterProvider) -> None:
+        from dshpy import __version__
+
+        self.tracer = tracer_provider.get_tracer(n.INSTRUMENTATION_SCOPE, __version__)
+        meter = meter_provider.get_meter(n.INSTRUMENTATION_SCOPE, __version__)
+        self.token_usage = meter.create_histogram(
+            n.METRIC_TOKEN_USAGE,
+            unit="{token}",
+            description="Number of input and output tokens used.",
+            explicit_bucket_boundaries_advisory=n.TOKEN_BUCKETS,
+        )
+        self.operation_duration = meter.create_histogram(
+            n.METRIC_OPERATION_DURATION,
+            unit="s",
+            description="GenAI operation duration.",
+            explicit_bucket_boundaries_advisory=n.DURATION_BUCKETS,
+        )
+        self.time_to_first_chunk = meter.create_histogram(
+            n.METRIC_TIME_TO_FIRST_CHUNK,
+            unit="s",
+            description="Time from sending a model request to receiving the first chunk of its stream.",
+            explicit_bucket_boundaries_advisory=n.DURATION_BUCKETS,
+        )
+        self.events = meter.create_counter(n.METRIC_EVENTS, unit="{event}", description="Events appended to sessions.")
+        self.tool_calls = meter.create_counter(
+            n.METRIC_TOOL_CALLS, unit="{call}", description="Tool calls answered (error.type set on errors)."
+        )
+        self.tool_duration = meter.create_histogram(
+            n.METRIC_TOOL_DURATION,
+            unit="s",
+            description="How long tool bodies ran.",
+            explicit_bucket_boundaries_advisory=n.DURATION_BUCKETS,
+        )
+        self.retries = meter.create_counter(n.METRIC_RETRIES, unit="{retry}", description="Model requests retried.")
+        self.flush_duration = meter.create_histogram(
+            n.METRIC_FLUSH_DURATION,
+            unit="s",
+            description="Durable write of one flushed batch, by backend.",
+            explicit_bucket_boundaries_advisory=n.FLUSH_DURATION_BUCKETS,
+        )
+        self.flush_events = meter.create_histogram(
+            n.METRIC_FLUSH_EVENTS,
+            unit="{event}",
+            description="Events per flushed batch, by backend.",
+            explicit_bucket_boundaries_advisory=n.FLUSH_EVENT_BUCKETS,
+        )
+        self.flush_bytes = meter.create_histogram(
+            n.METRIC_FLUSH_BYTES,
+            unit="By",
+            description="Encoded bytes per flushed batch (dsh's JSON lines, before compression), by backend.",
+        )
+        self.compactions = meter.create_counter(
+            n.METRIC_COMPACTIONS, unit="{compaction}", description="Compactions logged (error.type set on failures)."
+        )
+
+    def record_tokens(self, attributes: dict[str, Any], input_tokens: int, output_tokens: int) -> None:
+        """``gen_ai.client.token.usage``: one input and one output measurement for a model call."""
+        self.token_usage.record(input_tokens, {**attributes, n.GEN_AI_TOKEN_TYPE: "input"})
+        self.token_usage.record(output_tokens, {**attributes, n.GEN_AI_TOKEN_TYPE: "output"})

@@ -28,6 +28,7 @@ Prompts and outputs are never recorded unless asked for (:mod:`~dshpy.telemetry.
 
 from dshpy.telemetry.content import Redactor
 from dshpy.telemetry.switch import (
+    TelemetrySwitch,
     TelemetryUnavailable,
     active,
     capture_from_env,
@@ -45,6 +46,7 @@ from dshpy.telemetry.switch import (
 
 __all__ = [
     "Redactor",
+    "TelemetrySwitch",
     "TelemetryUnavailable",
     "active",
     "capture_from_env",

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from dshpy.errors import ConfigError
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
     from dshpy.telemetry.instrumentation import Telemetry
 
 __all__ = [
+    "TelemetrySwitch",
     "TelemetryUnavailable",
     "active",
     "capture_from_env",
@@ -140,6 +142,25 @@ def running(on: bool, *, console: bool = False, capture_content: bool | None = N
         yield
     finally:
         disable()
+
+
+@dataclass(frozen=True, slots=True)
+class TelemetrySwitch:
+    """What a command line asked of telemetry: ``--otel/--no-otel``, ``--otel-console``, ``--otel-capture-content``.
+
+    ``otel`` ``None`` leaves the choice to the profile's ``otel`` key, then ``$DSHPY_OTEL``
+    (:func:`requested`); ``console`` implies it. ``capture_content`` ``None`` leaves that
+    to ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``.
+    """
+
+    otel: bool | None = None
+    console: bool = False
+    capture_content: bool | None = None
+
+    def running(self, configured: bool | None = None) -> contextlib.AbstractContextManager[None]:
+        """:func:`running`, on when the switch, ``configured`` (a profile's ``otel``) or the environment says so."""
+        on = requested(True if self.console and self.otel is None else self.otel, configured)
+        return running(on, console=self.console, capture_content=self.capture_content)
 
 
 # -- the entry points the rest of dshpy calls -------------------------------------------------------

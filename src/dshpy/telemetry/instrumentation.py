@@ -54,7 +54,7 @@ class Telemetry:
         self.instruments = Instruments(providers.tracer_provider, providers.meter_provider)
         self.capture = capture
         self.agent_name = agent_name
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # a new trace looks up its fork parent under it
         self._traces: weakref.WeakKeyDictionary[Session, SessionTrace] = weakref.WeakKeyDictionary()
         self._observers: weakref.WeakSet[AgentObserver] = weakref.WeakSet()
         self._turns: OrderedDict[str, SpanContext] = OrderedDict()
@@ -89,8 +89,9 @@ class Telemetry:
             traces = list(self._traces.values())
             self._traces.clear()
         for observed in traces:
-            if observed.detach is not None:
-                observed.detach()
+            detach, observed.detach = observed.detach, None
+            if detach is not None:
+                detach()
         for observer in list(self._observers):
             observer.close()
         self.providers.shutdown()

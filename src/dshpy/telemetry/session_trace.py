@@ -46,6 +46,7 @@ __all__ = ["SessionTrace", "TracedWriter", "gen_ai_usage"]
 
 log = logging.getLogger("dshpy.telemetry")
 
+_OPENERS = frozenset({"turn/start", "step/start"})
 _FINISH_REASONS = {"stop": "stop", "tool-calls": "tool_calls", "max-tokens": "length"}
 
 
@@ -212,13 +213,15 @@ class SessionTrace:
         kind = event.type
         by_type = self._t.event_type_attributes(kind)  # a metric's attributes: never the session id (unbounded)
         self._t.instruments.events.add(1, by_type)
+        handler = _HANDLERS.get(kind)
+        if handler is not None and kind in _OPENERS:  # the event belongs to the span it opens
+            handler(self, event)
         target = self._step or self._turn or trace.get_current_span()
         if target.is_recording():
             target.add_event(
                 n.SESSION_EVENT, {n.SESSION_ID: self.session_id, n.EVENT_TYPE: kind, n.EVENT_SEQ: event.seq}
             )
-        handler = _HANDLERS.get(kind)
-        if handler is not None:
+        if handler is not None and kind not in _OPENERS:  # ... and to the span it closes
             handler(self, event)
 
     def _turn_started_event(self, event: SessionEvent) -> None:
@@ -553,6 +556,9 @@ class TracedWriter:
         self._backend = backend
 
     def write(self, session_id: str, expected_seq: int, events: Sequence[SessionEvent]) -> None:
+        if self._trace.detach is None:  # telemetry was turned off: a plain write
+            self._inner.write(session_id, expected_seq, events)
+            return
         started = time.time_ns()
         try:
             self._inner.write(session_id, expected_seq, events)

@@ -59,7 +59,6 @@ class Telemetry:
         self._observers: weakref.WeakSet[AgentObserver] = weakref.WeakSet()
         self._turns: OrderedDict[str, SpanContext] = OrderedDict()
         self._servers: dict[str, dict[str, Any]] = {}
-        self._event_types: dict[str, dict[str, Any]] = {}
         self._stop_observing = observe_writers(self._observe_writer)
 
     # -- sessions and agents ----------------------------------------------------------------------
@@ -109,13 +108,6 @@ class Telemetry:
             self._turns.move_to_end(session_id)
             while len(self._turns) > _REMEMBERED_TURNS:
                 self._turns.popitem(last=False)
-
-    def event_type_attributes(self, kind: str) -> Mapping[str, Any]:
-        """``{event.type: kind}``, made once per type (the events counter's attributes, on every append)."""
-        found = self._event_types.get(kind)
-        if found is None:
-            found = self._event_types[kind] = {n.EVENT_TYPE: kind}
-        return found
 
     @staticmethod
     def provider_name(provider: str) -> str:

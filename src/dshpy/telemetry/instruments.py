@@ -2,14 +2,19 @@
 
 Histograms carry the bucket boundaries the GenAI conventions recommend as an advisory
 (the SDK uses them unless a view says otherwise), so dashboards built for other GenAI
-instrumentations read dshpy's numbers the same way.
+instrumentations read dshpy's numbers the same way. Appended events are counted in a
+plain dict and reported through an observable counter, so an append pays a dict
+increment, not a measurement.
 """
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterable
 from typing import Any
 
 from opentelemetry import metrics, trace
+from opentelemetry.metrics import CallbackOptions, Observation
 
 from dshpy.telemetry import names as n
 
@@ -42,7 +47,14 @@ class Instruments:
             description="Time from sending a model request to receiving the first chunk of its stream.",
             explicit_bucket_boundaries_advisory=n.DURATION_BUCKETS,
         )
-        self.events = meter.create_counter(n.METRIC_EVENTS, unit="{event}", description="Events appended to sessions.")
+        self._event_counts: dict[str, int] = {}
+        self._event_lock = threading.Lock()
+        meter.create_observable_counter(
+            n.METRIC_EVENTS,
+            callbacks=[self._observe_events],
+            unit="{event}",
+            description="Events appended to sessions, by event.type.",
+        )
         self.tool_calls = meter.create_counter(
             n.METRIC_TOOL_CALLS, unit="{call}", description="Tool calls answered (error.type set on errors)."
         )
@@ -65,14 +77,19 @@ class Instruments:
             description="Events per flushed batch, by backend.",
             explicit_bucket_boundaries_advisory=n.FLUSH_EVENT_BUCKETS,
         )
-        self.flush_bytes = meter.create_histogram(
-            n.METRIC_FLUSH_BYTES,
-            unit="By",
-            description="Encoded bytes per flushed batch (dsh's JSON lines, before compression), by backend.",
-        )
         self.compactions = meter.create_counter(
             n.METRIC_COMPACTIONS, unit="{compaction}", description="Compactions logged (error.type set on failures)."
         )
+
+    def count_event(self, kind: str) -> None:
+        """One more event of type ``kind`` (a dict increment: the exporter's reader collects the totals)."""
+        with self._event_lock:
+            self._event_counts[kind] = self._event_counts.get(kind, 0) + 1
+
+    def _observe_events(self, _options: CallbackOptions) -> Iterable[Observation]:
+        with self._event_lock:
+            counts = list(self._event_counts.items())
+        return [Observation(count, {n.EVENT_TYPE: kind}) for kind, count in counts]
 
     def record_tokens(self, attributes: dict[str, Any], input_tokens: int, output_tokens: int) -> None:
         """``gen_ai.client.token.usage``: one input and one output measurement for a model call."""

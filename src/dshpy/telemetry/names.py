@@ -82,7 +82,6 @@ METRIC_TOOL_DURATION = "dshpy.tool.duration"
 METRIC_RETRIES = "dshpy.llm.retries"
 METRIC_FLUSH_DURATION = "dshpy.store.flush.duration"
 METRIC_FLUSH_EVENTS = "dshpy.store.flush.events"
-METRIC_FLUSH_BYTES = "dshpy.store.flush.bytes"
 METRIC_COMPACTIONS = "dshpy.compactions"
 FLUSH_DURATION_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 FLUSH_EVENT_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096)

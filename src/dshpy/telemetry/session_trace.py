@@ -211,8 +211,7 @@ class SessionTrace:
 
     def _record(self, event: SessionEvent) -> None:
         kind = event.type
-        by_type = self._t.event_type_attributes(kind)  # a metric's attributes: never the session id (unbounded)
-        self._t.instruments.events.add(1, by_type)
+        self._t.instruments.count_event(kind)  # by type only: a metric is never split by an unbounded id
         handler = _HANDLERS.get(kind)
         if handler is not None and kind in _OPENERS:  # the event belongs to the span it opens
             handler(self, event)
@@ -503,30 +502,33 @@ class SessionTrace:
         events: Sequence[SessionEvent],
         error: BaseException | None,
     ) -> None:
-        """A batch was written (or refused): its ``dshpy.store.flush`` span and metrics; never raises."""
+        """A batch was written (or refused): its ``dshpy.store.flush`` span and metrics; never raises.
+
+        The span's byte count (the batch as dsh's JSON lines, before compression) is
+        worked out only for a span that is recorded: it means encoding the batch again.
+        """
         try:
             ended = time.time_ns()
-            size = sum(len(encode_event(event)) + 1 for event in events)
+            metric: dict[str, Any] = {n.STORE_BACKEND: backend}
             attributes: dict[str, Any] = {
                 **self.numbers(),
                 n.STORE_BACKEND: backend,
                 n.FLUSH_EVENTS: len(events),
-                n.FLUSH_BYTES: size,
                 n.FLUSH_FIRST_SEQ: expected_seq,
             }
-            metric: dict[str, Any] = {n.STORE_BACKEND: backend}
             if error is not None:
                 attributes[n.ERROR_TYPE] = metric[n.ERROR_TYPE] = type(error).__qualname__
             instruments = self._t.instruments
             span = instruments.tracer.start_span(
                 n.SPAN_FLUSH, context=self.parent_context(), attributes=attributes, start_time=started
             )
-            if error is not None:
-                span.set_status(Status(StatusCode.ERROR, str(error)))
+            if span.is_recording():
+                span.set_attribute(n.FLUSH_BYTES, sum(len(encode_event(event)) + 1 for event in events))
+                if error is not None:
+                    span.set_status(Status(StatusCode.ERROR, str(error)))
             span.end(end_time=ended)
             instruments.flush_duration.record((ended - started) / 1e9, metric)
             instruments.flush_events.record(len(events), metric)
-            instruments.flush_bytes.record(size, metric)
         except Exception:
             log.exception("telemetry failed on a flush of %s", self.session_id)
 

@@ -38,7 +38,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -46,20 +46,11 @@ from typing import Any
 import dshpy
 from dshpy.agent import Agent
 from dshpy.llm import ChatClient, ModelConfig
-from dshpy.testing.builders import TurnScript
 from dshpy.testing.fake_model import FakeModelServer, Reply
-from support import no_gc
+from support import no_gc, realistic_events
 
 MODES = ("off", "noop", "otlp")
 LABELS = {"off": "off", "noop": "on, no-op exporter", "otlp": "on, OTLP/HTTP to loopback"}
-
-
-def realistic_events(count: int) -> list[dshpy.SessionEvent]:
-    session = dshpy.Session.new(cwd="/bench")
-    script = TurnScript(session)
-    while len(session.events) < count:
-        script.turn(steps=3, tools_per_step=2)
-    return list(session.events)
 
 
 # -- the modes ------------------------------------------------------------------------------
@@ -71,11 +62,12 @@ def telemetry(mode: str, endpoint: str | None) -> Iterator[None]:
     if mode == "off":
         yield
         return
-    import dshpy.telemetry
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult, PeriodicExportingMetricReader
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+    import dshpy.telemetry
 
     if mode == "noop":
 
@@ -163,7 +155,8 @@ def measure(modes: Sequence[str], rounds: int, events: int, turn_count: int, end
         found = best.setdefault(workload, {})
         found[mode] = min(found.get(mode, seconds), seconds)
 
-    with FakeModelServer(default=Reply.text("The answer is 42.", pieces=4)) as model, tempfile.TemporaryDirectory() as tmp:
+    reply = Reply.text("The answer is 42.", pieces=4)
+    with FakeModelServer(default=reply) as model, tempfile.TemporaryDirectory() as tmp:
         for round_number in range(rounds):
             for mode in modes:
                 with telemetry(mode, endpoint):

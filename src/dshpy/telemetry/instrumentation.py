@@ -27,9 +27,10 @@ from dshpy.storage.live_session import observe_writers
 from dshpy.telemetry import names as n
 from dshpy.telemetry.agent_hooks import AgentObserver
 from dshpy.telemetry.content import ContentCapture, input_messages
+from dshpy.telemetry.flushes import TracedWriter
 from dshpy.telemetry.instruments import Instruments
 from dshpy.telemetry.providers import Providers
-from dshpy.telemetry.session_trace import SessionTrace, TracedWriter
+from dshpy.telemetry.session_trace import SessionTrace
 
 __all__ = ["Telemetry"]
 
@@ -75,7 +76,7 @@ class Telemetry:
             return found
 
     def _observe_writer(self, session: Session, writer: SessionWriter, backend: str) -> SessionWriter:
-        return TracedWriter(writer, self.trace_of(session), backend)
+        return TracedWriter(writer, self.trace_of(session), backend, self.instruments)
 
     def instrument_agent(self, agent: Any) -> None:
         """Observe ``agent``'s hooks; its turns become spans of its session's trace."""

@@ -9,6 +9,7 @@ increment, not a measurement.
 
 from __future__ import annotations
 
+import importlib.metadata
 import threading
 from collections.abc import Iterable
 from typing import Any
@@ -21,14 +22,21 @@ from dshpy.telemetry import names as n
 __all__ = ["Instruments"]
 
 
+def _version() -> str | None:
+    """dshpy's installed version, the instrumentation scope's (read from metadata: ``import dshpy`` is layers above)."""
+    try:
+        return importlib.metadata.version("dshpy")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
 class Instruments:
     """One tracer and every instrument, from the providers dshpy reports to."""
 
     def __init__(self, tracer_provider: trace.TracerProvider, meter_provider: metrics.MeterProvider) -> None:
-        from dshpy import __version__
-
-        self.tracer = tracer_provider.get_tracer(n.INSTRUMENTATION_SCOPE, __version__)
-        meter = meter_provider.get_meter(n.INSTRUMENTATION_SCOPE, __version__)
+        version = _version()
+        self.tracer = tracer_provider.get_tracer(n.INSTRUMENTATION_SCOPE, version)
+        meter = meter_provider.get_meter(n.INSTRUMENTATION_SCOPE, version)
         self.token_usage = meter.create_histogram(
             n.METRIC_TOKEN_USAGE,
             unit="{token}",

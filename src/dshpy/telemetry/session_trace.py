@@ -18,7 +18,7 @@ context is current when the turn starts — the host application's span, or the
 ``dshpy.step``, the ``model-request`` hook … ``assistant/message`` a ``chat {model}``
 call covering its retries (each failed try a span event, each ``llm/retry`` another),
 ``tool-start`` … ``tool-end`` an ``execute_tool {tool}``. A flush is a
-``dshpy.store.flush`` span under the step or turn it happened in.
+``dshpy.store.flush`` span under the step or turn it happened in (:mod:`~dshpy.telemetry.flushes`).
 """
 
 from __future__ import annotations
@@ -27,22 +27,21 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+import weakref
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
+from opentelemetry.trace import Link, Span, SpanContext, SpanKind, Status, StatusCode
 
-from dshpy.core.events import SessionEvent, encode_event
+from dshpy.core.events import SessionEvent
 from dshpy.projections.builtins._stream import first_time, last_usage
 from dshpy.telemetry import names as n
-from dshpy.telemetry.content import output_messages, tool_result
+from dshpy.telemetry.content import ContentCapture, output_messages, tool_result
+from dshpy.telemetry.instruments import Instruments
 
-if TYPE_CHECKING:
-    from dshpy.telemetry.instrumentation import Telemetry
-
-__all__ = ["SessionTrace", "TracedWriter", "gen_ai_usage"]
+__all__ = ["SessionTrace", "TraceHost", "gen_ai_usage"]
 
 log = logging.getLogger("dshpy.telemetry")
 
@@ -137,17 +136,35 @@ class _Call:
         self.error: str | None = None
 
 
+class TraceHost(Protocol):
+    """What a trace needs from the telemetry that made it (:class:`~dshpy.telemetry.instrumentation.Telemetry`)."""
+
+    instruments: Instruments
+    capture: ContentCapture
+    agent_name: str
+
+    def provider_name(self, provider: str) -> str: ...
+
+    def server_of(self, client: Any) -> Mapping[str, Any]: ...
+
+    def input_messages(self, messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]] | None: ...
+
+    def last_turn_of(self, session_id: str) -> SpanContext | None: ...
+
+    def remember_turn(self, session_id: str, context: SpanContext) -> None: ...
+
+
 class SessionTrace:
     """The spans open on one session and the listener that moves them; holds the session by id only."""
 
-    def __init__(self, telemetry: Telemetry, session_id: str, parent_session: str | None) -> None:
+    def __init__(self, telemetry: TraceHost, session_id: str, parent_session: str | None) -> None:
         self._t = telemetry
         self.session_id = session_id
         self.parent_session = parent_session
         self._fork_link = telemetry.last_turn_of(parent_session) if parent_session else None
-        self._agent: Any = None
-        self.detach: Any = None
-        """Stops the listener (set by whoever subscribed it)."""
+        self._agent: weakref.ref[Any] | None = None
+        self.detach: Callable[[], None] | None = None
+        """Stops the listener (set by whoever subscribed it); ``None`` once telemetry is off."""
         self._turn: Span | None = None
         self._turn_number = 0
         self._turn_usage: dict[str, int] = {}
@@ -164,8 +181,6 @@ class SessionTrace:
 
     def attach_agent(self, agent: Any) -> None:
         """From now on this agent's turns open spans (a weak reference: the trace must not keep it alive)."""
-        import weakref
-
         self._agent = weakref.ref(agent)
 
     def _driving_agent(self) -> Any:
@@ -494,44 +509,6 @@ class SessionTrace:
         error = event.data.get("error")
         self._t.instruments.compactions.add(1, {n.ERROR_TYPE: "compaction_failed"} if error else {})
 
-    def flushed(
-        self,
-        backend: str,
-        started: int,
-        expected_seq: int,
-        events: Sequence[SessionEvent],
-        error: BaseException | None,
-    ) -> None:
-        """A batch was written (or refused): its ``dshpy.store.flush`` span and metrics; never raises.
-
-        The span's byte count (the batch as dsh's JSON lines, before compression) is
-        worked out only for a span that is recorded: it means encoding the batch again.
-        """
-        try:
-            ended = time.time_ns()
-            metric: dict[str, Any] = {n.STORE_BACKEND: backend}
-            attributes: dict[str, Any] = {
-                **self.numbers(),
-                n.STORE_BACKEND: backend,
-                n.FLUSH_EVENTS: len(events),
-                n.FLUSH_FIRST_SEQ: expected_seq,
-            }
-            if error is not None:
-                attributes[n.ERROR_TYPE] = metric[n.ERROR_TYPE] = type(error).__qualname__
-            instruments = self._t.instruments
-            span = instruments.tracer.start_span(
-                n.SPAN_FLUSH, context=self.parent_context(), attributes=attributes, start_time=started
-            )
-            if span.is_recording():
-                span.set_attribute(n.FLUSH_BYTES, sum(len(encode_event(event)) + 1 for event in events))
-                if error is not None:
-                    span.set_status(Status(StatusCode.ERROR, str(error)))
-            span.end(end_time=ended)
-            instruments.flush_duration.record((ended - started) / 1e9, metric)
-            instruments.flush_events.record(len(events), metric)
-        except Exception:
-            log.exception("telemetry failed on a flush of %s", self.session_id)
-
 
 _HANDLERS = {
     "turn/start": SessionTrace._turn_started_event,
@@ -545,29 +522,3 @@ _HANDLERS = {
     "tool/result": SessionTrace._tool_result_event,
     "compaction/end": SessionTrace._compaction_ended_event,
 }
-
-
-class TracedWriter:
-    """A backend writer whose every batch is timed into a ``dshpy.store.flush`` span (calls pass through unchanged)."""
-
-    __slots__ = ("_backend", "_inner", "_trace")
-
-    def __init__(self, inner: Any, trace_: SessionTrace, backend: str) -> None:
-        self._inner = inner
-        self._trace = trace_
-        self._backend = backend
-
-    def write(self, session_id: str, expected_seq: int, events: Sequence[SessionEvent]) -> None:
-        if self._trace.detach is None:  # telemetry was turned off: a plain write
-            self._inner.write(session_id, expected_seq, events)
-            return
-        started = time.time_ns()
-        try:
-            self._inner.write(session_id, expected_seq, events)
-        except BaseException as error:
-            self._trace.flushed(self._backend, started, expected_seq, events, error)
-            raise
-        self._trace.flushed(self._backend, started, expected_seq, events, None)
-
-    def close(self) -> None:
-        self._inner.close()

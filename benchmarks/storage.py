@@ -28,19 +28,9 @@ import orjson
 import dshpy
 from dshpy.core.events import encode_event
 from dshpy.storage.urls import _BACKENDS
-from dshpy.testing.builders import TurnScript
-from support import whole_turns
+from support import realistic_events, whole_turns
 
 ROUNDS = 5
-
-
-def realistic_events(count: int) -> list[dshpy.SessionEvent]:
-    """About ``count`` events of complete multi-step tool turns (never cut inside a turn)."""
-    session = dshpy.Session.new(cwd="/bench")
-    script = TurnScript(session)
-    while len(session.events) < count:
-        script.turn(steps=3, tools_per_step=2)
-    return list(session.events)
 
 
 def backends(root: Path) -> dict[str, str]:

@@ -24,3 +24,14 @@ def whole_turns(events: Sequence[dshpy.SessionEvent], count: int) -> list[dshpy.
     """The longest prefix of at most ``count`` events that ends with a turn/end."""
     end = max(i for i, e in enumerate(events[:count]) if e.type == "turn/end")
     return list(events[: end + 1])
+
+
+def realistic_events(count: int) -> list[dshpy.SessionEvent]:
+    """About ``count`` events of complete multi-step tool turns (never cut inside a turn)."""
+    from dshpy.testing.builders import TurnScript
+
+    session = dshpy.Session.new(cwd="/bench")
+    script = TurnScript(session)
+    while len(session.events) < count:
+        script.turn(steps=3, tools_per_step=2)
+    return list(session.events)

@@ -2,7 +2,8 @@
 
 * :mod:`~dshpy.agent.loop` — :class:`Agent`: turns, steps, retries, cancellation, checkpoints;
 * :mod:`~dshpy.agent.tools` — ``@tool``, :class:`Tool`, :class:`ToolOutput`, :class:`ToolContext`;
-* :mod:`~dshpy.agent.hooks` — ``turn-start``, ``pre-step``, ``tool-call``, ``turn-stopping``;
+* :mod:`~dshpy.agent.hooks` — ``turn-start``, ``pre-step``, ``tool-call``, ``turn-stopping`` and the observing
+  ``model-request``, ``tool-start``, ``tool-end``, ``turn-end``;
 * :mod:`~dshpy.agent.prologue` — system prompt, ``request/header``, ``request/context`` bookkeeping;
 * :mod:`~dshpy.agent.records` — the event payloads, in dsh's shapes;
 * :mod:`~dshpy.agent.updates` — live :class:`ChunkUpdate` / :class:`EventUpdate`, :class:`TurnResult`.
@@ -14,7 +15,17 @@
         result = await agent.run("What does a.txt say?", on_chunk=lambda u: print(u.text, end=""))
 """
 
-from dshpy.agent.hooks import HOOK_NAMES, PreStep, ToolCallHook, TurnStart, TurnStopping
+from dshpy.agent.hooks import (
+    HOOK_NAMES,
+    ModelRequest,
+    PreStep,
+    ToolCallHook,
+    ToolEnd,
+    ToolStart,
+    TurnEnd,
+    TurnStart,
+    TurnStopping,
+)
 from dshpy.agent.loop import DEFAULT_MAX_STEPS, Agent, AgentBusyError, AgentSetupError
 from dshpy.agent.tools import Tool, ToolContext, ToolOutcome, ToolOutput, tool
 from dshpy.agent.updates import ChunkUpdate, EventUpdate, TurnResult, Update
@@ -27,12 +38,16 @@ __all__ = [
     "AgentSetupError",
     "ChunkUpdate",
     "EventUpdate",
+    "ModelRequest",
     "PreStep",
     "Tool",
     "ToolCallHook",
     "ToolContext",
+    "ToolEnd",
     "ToolOutcome",
     "ToolOutput",
+    "ToolStart",
+    "TurnEnd",
     "TurnResult",
     "TurnStart",
     "TurnStopping",

@@ -12,6 +12,16 @@ message before the next step. The points:
 * ``turn-stopping`` (:class:`TurnStopping`) — the model answered without calling a
   tool; a handler that injects a message makes the turn go on with another step.
 
+Four more points only observe (telemetry is built on them, :mod:`dshpy.telemetry`):
+
+* ``model-request`` (:class:`ModelRequest`) — each model request (every retry too)
+  is about to be sent;
+* ``tool-start`` / ``tool-end`` (:class:`ToolStart`, :class:`ToolEnd`) — around each
+  tool body, in the task that runs it (a denied or unknown tool too: its body is the
+  refusal), so what a handler puts in the task's context the body sees;
+* ``turn-end`` (:class:`TurnEnd`) — the turn is over, its ``turn/end`` logged and
+  flushed, or it failed with an exception (``payload.error``).
+
 A handler that raises ends the turn with an error (and the exception propagates):
 a broken plugin must not go unnoticed.
 """
@@ -21,13 +31,31 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from dshpy.log.messages import Message
 
-__all__ = ["HOOK_NAMES", "HookName", "Hooks", "PreStep", "ToolCallHook", "TurnStart", "TurnStopping"]
+if TYPE_CHECKING:
+    from .tools import ToolOutcome
+    from .updates import TurnResult
 
-HookName = Literal["turn-start", "pre-step", "tool-call", "turn-stopping"]
+__all__ = [
+    "HOOK_NAMES",
+    "HookName",
+    "Hooks",
+    "ModelRequest",
+    "PreStep",
+    "ToolCallHook",
+    "ToolEnd",
+    "ToolStart",
+    "TurnEnd",
+    "TurnStart",
+    "TurnStopping",
+]
+
+HookName = Literal[
+    "turn-start", "pre-step", "tool-call", "turn-stopping", "model-request", "tool-start", "tool-end", "turn-end"
+]
 HOOK_NAMES: frozenset[str] = frozenset(get_args(HookName))
 
 
@@ -77,6 +105,49 @@ class TurnStopping:
     @property
     def text(self) -> str:
         return self.message.text if self.message is not None else ""
+
+
+@dataclass(slots=True)
+class ModelRequest:
+    agent: Any
+    turn: int
+    step: int
+    attempt: int
+    """1 for the step's first request, then one more for each retry."""
+    messages: list[dict[str, Any]]
+    """The chat messages about to be sent (the log's derivation; read, never change them)."""
+    tools: list[dict[str, Any]]
+    """The tool schemas offered with them."""
+
+
+@dataclass(slots=True)
+class ToolStart:
+    agent: Any
+    turn: int
+    step: int
+    call_id: str
+    name: str
+    arguments: str
+
+
+@dataclass(slots=True)
+class ToolEnd:
+    agent: Any
+    turn: int
+    step: int
+    call_id: str
+    name: str
+    outcome: ToolOutcome
+    """What the call returned (an error result for a denied, unknown or failed tool)."""
+
+
+@dataclass(slots=True)
+class TurnEnd:
+    agent: Any
+    turn: int
+    result: TurnResult | None
+    """How the turn ended; ``None`` when it failed with :attr:`error`."""
+    error: BaseException | None = None
 
 
 Handler = Callable[[Any], Any]

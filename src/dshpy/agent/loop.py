@@ -76,8 +76,9 @@ from dshpy.log.records import (
     user_message,
 )
 from dshpy.log.session import Session
+from dshpy.telemetry import observe_agent
 
-from .hooks import Hooks, PreStep, ToolCallHook, TurnStart, TurnStopping
+from .hooks import Hooks, ModelRequest, PreStep, ToolCallHook, ToolEnd, ToolStart, TurnEnd, TurnStart, TurnStopping
 from .prologue import AgentSetupError, RequestPrologue
 from .records import ABORTED_BEFORE_DISPATCH, ABORTED_RUNNING
 from .tools import Tool, ToolContext, ToolLike, ToolOutcome, as_tool
@@ -208,6 +209,7 @@ class Agent:
         self._cancel_reason: CancelReason | None = None
         if resume_marker:
             append_resume_marker(session)
+        observe_agent(self)  # telemetry subscribes to the hooks when it is on; nothing happens otherwise
 
     # -- configuration ------------------------------------------------------------
 
@@ -219,7 +221,7 @@ class Agent:
         return made
 
     def on(self, name: str, handler: Callable[[Any], Any]) -> Callable[[], None]:
-        """Register a hook handler (``turn-start``, ``pre-step``, ``tool-call``, ``turn-stopping``)."""
+        """Register a hook handler (``turn-start``, ``pre-step``, ``tool-call``, ``turn-stopping``, … see hooks)."""
         return self._hooks.on(name, handler)
 
     def inject(self, message: str | Mapping[str, Any], *, source: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -357,6 +359,18 @@ class Agent:
         return self.session.append(kind, data, surface_op=surface_op, source_event_seqs=source_event_seqs)
 
     async def _run_turn(self, turn: _Turn, prompt: dict[str, Any], sink: _Sink) -> TurnResult:
+        """One turn, then the ``turn-end`` hook (with the result, or the error the turn raised)."""
+        try:
+            result = await self._turn(turn, prompt, sink)
+        except BaseException as error:
+            if self._hooks.has("turn-end"):
+                await self._hooks.emit("turn-end", TurnEnd(self, turn.number, None, error))
+            raise
+        if self._hooks.has("turn-end"):
+            await self._hooks.emit("turn-end", TurnEnd(self, turn.number, result))
+        return result
+
+    async def _turn(self, turn: _Turn, prompt: dict[str, Any], sink: _Sink) -> TurnResult:
         number = turn.number
         self._append("agent/inbox/spliced", insert_splice("next-turn", 0, [prompt]))
         self._append("turn/start", {"turn": number})
@@ -490,6 +504,8 @@ class Agent:
             self._history.reasoning = self.reasoning_replay
             messages = self._history.convert(self.session.derive_messages())
             self.session.flush()  # checkpoint: before every model request
+            if self._hooks.has("model-request"):
+                await self._hooks.emit("model-request", ModelRequest(self, number, step, attempt, messages, tools))
             accumulator = AssistantStreamAccumulator()
             try:
                 stream = self.client.stream(
@@ -630,6 +646,17 @@ class Agent:
         return self._append("tool/result", data, surface_op="append", source_event_seqs=[call.seq])
 
     async def _invoke(self, block: Any, denied: str | None, context: ToolContext) -> ToolOutcome:
+        """The call's outcome, between the ``tool-start`` and ``tool-end`` hooks (in the task that runs the body)."""
+        hooks = self._hooks
+        if not (hooks.has("tool-start") or hooks.has("tool-end")):
+            return await self._outcome(block, denied, context)
+        turn, step, call_id, name = context.turn, context.step, context.call_id, str(block["name"])
+        await hooks.emit("tool-start", ToolStart(self, turn, step, call_id, name, str(block["arguments"])))
+        outcome = await self._outcome(block, denied, context)
+        await hooks.emit("tool-end", ToolEnd(self, turn, step, call_id, name, outcome))
+        return outcome
+
+    async def _outcome(self, block: Any, denied: str | None, context: ToolContext) -> ToolOutcome:
         name = str(block["name"])
         if denied is not None:
             return ToolOutcome.failure(f"Error: tool call denied: {denied}", "ToolDeniedError", "TOOL_DENIED")

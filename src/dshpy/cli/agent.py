@@ -16,6 +16,10 @@ the session id) go to stderr, ``--json`` prints one result object instead. Exit 
 when the turn completed (or hit the token limit), 1 when it failed, 130 when it was
 interrupted with Ctrl-C.
 
+``--otel`` (or the profile's ``otel``, or ``DSHPY_OTEL=1``) records the turns as
+OpenTelemetry traces and metrics (README "Telemetry"); they are flushed before the
+command exits.
+
 ``chat`` is a REPL on stdin: each line is a prompt, except ``/history``, ``/stats``,
 ``/fork [SEQ]`` (continue in a fork of the session, at SEQ or its end), ``/help`` and
 ``/exit``. Ctrl-C while the model answers cancels that turn (logged ``aborted``, the
@@ -25,6 +29,7 @@ streamed text kept as an interrupted message) and returns to the prompt.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 from collections.abc import Callable, Coroutine
@@ -42,11 +47,13 @@ from dshpy.log.continuation import system_prompt_text
 from dshpy.log.session import Session
 from dshpy.sdk.profiles import ProfileError, load_profile
 from dshpy.storage.contract import SessionStore
+from dshpy.telemetry import TelemetrySwitch
 
 from . import render
 from .app import AppState, CliError, common_options, describe_error, emit_json, pass_state
 from .live import LivePrinter
 from .model_options import model_timeout_options
+from .telemetry_options import telemetry_options, telemetry_running
 
 __all__ = ["chat", "run"]
 
@@ -68,6 +75,14 @@ class _Options:
     profile: str = "default"
     timeouts: tuple[float | None, float | None, float | None] = (None, None, None)
     """The ``--connect-timeout``, ``--read-timeout`` and ``--total-timeout`` flags."""
+
+    def telemetry(self, switch: TelemetrySwitch) -> contextlib.AbstractContextManager[None]:
+        """Telemetry for the command: the flags, else the profile's ``otel``, else ``$DSHPY_OTEL``."""
+        try:
+            configured = load_profile(self.profile).otel
+        except ProfileError as error:
+            raise CliError(str(error)) from None
+        return telemetry_running(switch, configured)
 
     def config(self) -> ModelConfig:
         connect, read, total = self.timeouts
@@ -121,7 +136,7 @@ def _agent_options(func: Callable[..., Any]) -> Callable[..., Any]:
     ]
     for option in reversed(options):
         func = option(func)
-    return model_timeout_options(func)
+    return telemetry_options(model_timeout_options(func))
 
 
 def _open_session(store: SessionStore, session_id: str | None) -> Session:
@@ -175,11 +190,19 @@ def run(
     connect_timeout: float | None,
     read_timeout: float | None,
     total_timeout: float | None,
+    telemetry: TelemetrySwitch,
 ) -> None:
     """Answer PROMPT in a session (streamed to stdout) and print the session id (on stderr)."""
     timeouts = (connect_timeout, read_timeout, total_timeout)
     options = _Options(model, base_url, system, max_steps, max_tokens, profile, timeouts)
     config = options.config()
+    with options.telemetry(telemetry):
+        _run(state, prompt, session_id, options, config, reasoning)
+
+
+def _run(
+    state: AppState, prompt: str, session_id: str | None, options: _Options, config: ModelConfig, reasoning: bool
+) -> None:
     store = state.open_store(create=True)
     session = _open_session(store, session_id)
     printer = LivePrinter(reasoning=reasoning)
@@ -341,11 +364,17 @@ def chat(
     connect_timeout: float | None,
     read_timeout: float | None,
     total_timeout: float | None,
+    telemetry: TelemetrySwitch,
 ) -> None:
     """Chat with a model in a session: one prompt per line (/help lists the commands)."""
     timeouts = (connect_timeout, read_timeout, total_timeout)
     options = _Options(model, base_url, system, max_steps, max_tokens, profile, timeouts)
     config = options.config()
+    with options.telemetry(telemetry):
+        _chat(state, session_id, options, config, reasoning)
+
+
+def _chat(state: AppState, session_id: str | None, options: _Options, config: ModelConfig, reasoning: bool) -> None:
     store = state.open_store(create=True)
     session = _open_session(store, session_id)
     with asyncio.Runner() as runner:

@@ -7,8 +7,11 @@ import sys
 
 import click
 
+from dshpy.telemetry import TelemetrySwitch
+
 from .app import AppState, CliError, common_options, pass_state
 from .model_options import model_timeout_options
+from .telemetry_options import telemetry_options
 
 __all__ = ["serve"]
 
@@ -90,6 +93,7 @@ __all__ = ["serve"]
     "--max-streams", type=click.IntRange(min=1), default=64, show_default=True, help="HTTP: /events streams at most."
 )
 @click.option("-v", "--verbose", is_flag=True, help="Log requests and turns on stderr.")
+@telemetry_options
 @common_options
 @pass_state
 def serve(
@@ -119,6 +123,7 @@ def serve(
     max_connections: int,
     max_streams: int,
     verbose: bool,
+    telemetry: TelemetrySwitch,
 ) -> None:
     """Serve sessions over JSON-RPC: dsh's SDK protocol plus dshpy's session.* methods.
 
@@ -162,10 +167,11 @@ def serve(
         body_timeout=body_timeout,
         max_connections=max_connections,
         max_streams=max_streams,
+        telemetry=telemetry,
     )
     try:
         code = run_server(options)
-    except (ProfileError, InsecureBindError, ValueError) as error:  # ValueError: limits, ModelConfigError
+    except (ProfileError, InsecureBindError, ValueError) as error:  # ValueError: limits, ModelConfigError, OTEL_*
         raise CliError(str(error)) from None
     except OSError as error:
         raise CliError(f"cannot serve: {error}") from None

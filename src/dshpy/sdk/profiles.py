@@ -11,6 +11,7 @@
     connect_timeout = 10                # seconds (defaults: dshpy.llm.config)
     read_timeout = 120                  # the longest silence of the model server
     total_timeout = 1800                # the whole answer (default: no limit)
+    otel = true                         # OpenTelemetry traces and metrics (OTEL_* configure where they go)
 
 Every key is optional. ``sdk`` and ``default`` work without a file (all defaults:
 the default store, ``$DEEPSEEK_MODEL`` / ``$DEEPSEEK_BASE_URL`` or the built-in
@@ -59,6 +60,8 @@ class Profile:
     connect_timeout: float | None = None
     read_timeout: float | None = None
     total_timeout: float | None = None
+    otel: bool | None = None
+    """Turn telemetry on (or off) for commands run with this profile, unless their ``--otel`` flag says otherwise."""
 
     def timeouts(
         self, *, connect: float | None = None, read: float | None = None, total: float | None = None
@@ -116,6 +119,11 @@ def load_profile(name: str = "sdk", home: Path | None = None) -> Profile:
             check_base_url(fields["base_url"].rstrip("/"))
         except ModelConfigError as error:
             raise ProfileError(f"{path}: profile {name!r}: base_url: {error}") from None
+    otel = table.get("otel")
+    if otel is not None:
+        if not isinstance(otel, bool):
+            raise ProfileError(f"{path}: profile {name!r}: otel must be true or false")
+        fields["otel"] = otel
     for key in ("connect_timeout", "read_timeout", "total_timeout"):
         value = table.get(key)
         if value is None:

@@ -189,7 +189,7 @@ def build_app(runtime: Runtime, guard: RequestGuard, options: AppOptions, stream
         if peer is not None and parsed is not None and parsed.method in FOLLOWING_METHODS:
             # before dispatch: a turn's events start flowing while the request is still running
             followed = [sid for sid in _named_sessions(parsed) if peer.subscription.follow(sid)]
-        frame = await runtime.handle_frame(body, peer)
+        frame = await runtime.handle_frame(body, peer, headers)
         if peer is not None and parsed is not None and (followed or parsed.method in CREATING_METHODS):
             _follow_result(peer, frame, followed, created=parsed.method in CREATING_METHODS)
         return _frame_response(frame)

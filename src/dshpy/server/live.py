@@ -37,11 +37,15 @@ _REMEMBERED = 4096
 
 @dataclass(slots=True)
 class Queued:
-    """A prompt waiting for its turn; ``size`` is the UTF-8 length of its text."""
+    """A prompt waiting for its turn; ``size`` is the UTF-8 length of its text.
+
+    ``trace`` is the trace context of the request that queued it (telemetry on), its
+    turn's parent."""
 
     message: dict[str, Any]
     size: int
     future: asyncio.Future[TurnResult] | None = None
+    trace: Any = None
 
 
 @dataclass(slots=True)

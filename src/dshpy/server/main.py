@@ -18,6 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from dshpy.telemetry import TelemetrySwitch
+
 from .limits import ServerLimits
 
 __all__ = ["ServeOptions", "main", "run_server"]
@@ -55,6 +57,8 @@ class ServeOptions:
     body_timeout: float = 30.0
     max_connections: int = 256
     max_streams: int = 64
+    telemetry: TelemetrySwitch = field(default_factory=TelemetrySwitch)
+    """``--otel`` and co.; unset, the profile's ``otel`` key and then ``$DSHPY_OTEL`` decide."""
 
 
 def _make_home(url: str, home: Path) -> None:
@@ -135,7 +139,8 @@ def run_server(options: ServeOptions, *, announce: bool = True) -> int:
             store.close()
 
     try:
-        asyncio.run(serve())
+        with options.telemetry.running(profile.otel):  # flushed and shut down when the server stops
+            asyncio.run(serve())
     except KeyboardInterrupt:
         return 130
     return 0
@@ -153,12 +158,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         os.environ["DSHPY_HOME"] = os.path.join(os.environ["DSH_HOME"], "dshpy")
     for patch in args.patch:
         print(f"dshpy-runtime: note: ignoring dsh profile patch {patch} (dshpy has no cordis patches)", file=sys.stderr)
-    from dshpy.llm.config import ModelConfigError
-    from dshpy.sdk.profiles import ProfileError
+    from dshpy.errors import ConfigError
 
     try:
         code = run_server(ServeOptions(store_url=args.store, profile=args.profile))
-    except (ProfileError, ModelConfigError) as error:
+    except ConfigError as error:  # a profile, the model route, or telemetry's OTEL_* settings
         print(f"dshpy-runtime: {error}", file=sys.stderr)
         code = 2
     sys.exit(code)

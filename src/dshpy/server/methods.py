@@ -7,6 +7,11 @@ in a background task, so a long turn never blocks other requests or sessions.
 Every appended event is published as ``session.event``; a session's worker going
 busy/idle as ``session.status``; forks as ``subagent.started``.
 
+With telemetry on, a request's W3C trace context (``params._meta.traceparent``, or the
+HTTP ``traceparent`` header) is current while its method runs and travels with a
+queued prompt, so the turn it starts is a child of the client's span
+(:mod:`dshpy.telemetry.propagation`).
+
 Live sessions and queued prompts are bounded (:mod:`~dshpy.server.live`,
 :mod:`~dshpy.server.limits`): idle sessions are closed and reopen on demand.
 Store reads and derivations that grow with a log (``session.get``, ``session.events``,
@@ -23,7 +28,7 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from itertools import islice
 from typing import Any
@@ -35,6 +40,7 @@ from dshpy.log.continuation import append_resume_marker, system_prompt_text
 from dshpy.log.records import user_message
 from dshpy.log.session import Session
 from dshpy.storage.contract import SessionStore
+from dshpy.telemetry import captured_context, remote_parent, within_context
 
 from .hub import Hub, Peer
 from .limits import ServerLimits
@@ -159,8 +165,14 @@ class Runtime:
 
     # -- dispatch -----------------------------------------------------------------
 
-    async def handle_frame(self, raw: bytes, peer: Peer | None) -> bytes | None:
-        """Answer one frame (``None`` for a notification). Never raises for bad input."""
+    async def handle_frame(
+        self, raw: bytes, peer: Peer | None, headers: Mapping[str, str] | None = None
+    ) -> bytes | None:
+        """Answer one frame (``None`` for a notification). Never raises for bad input.
+
+        ``headers`` are the HTTP request's (their ``traceparent`` parents the work, as
+        ``params._meta.traceparent`` does over any transport).
+        """
         try:
             request = parse_frame(raw)
         except FrameError as error:
@@ -169,7 +181,8 @@ class Runtime:
         try:
             if method is None:
                 raise RpcError(METHOD_NOT_FOUND, f"method not found: {request.method}")
-            result = await method(Params(request.params), peer)
+            with remote_parent(request.params, headers):
+                result = await method(Params(request.params), peer)
         except asyncio.CancelledError:
             raise
         except Exception as error:
@@ -318,6 +331,7 @@ class Runtime:
     def _enqueue(self, live: Live, item: Queued) -> None:
         self._adopt_model_change()
         self._agent(live)
+        item.trace = captured_context()  # the request's trace context, for the turn that runs it later
         self.live.push(live, item)
         if not live.running:
             name = f"dshpy-serve-{live.session.id}"
@@ -331,7 +345,8 @@ class Runtime:
                 item = self.live.pop(live)
                 agent = self._agent(live)
                 try:
-                    result = await agent.run(item.message)
+                    with within_context(item.trace):
+                        result = await agent.run(item.message)
                 except asyncio.CancelledError:
                     if item.future is not None and not item.future.done():
                         item.future.cancel()

@@ -471,7 +471,13 @@ class BaseStore(StorageBackend):
     ) -> Session:
         """A session of this store: :func:`~dshpy.storage.live_session.assemble_session` with its cache and restore."""
         return assemble_session(
-            header, events, writer=writer, seeds=seeds, save_rows=self._store_cache_rows, restore=self._restore
+            header,
+            events,
+            writer=writer,
+            seeds=seeds,
+            save_rows=self._store_cache_rows,
+            restore=self._restore,
+            backend=self.url.split(":", 1)[0] or type(self).__name__,
         )
 
     # -- projections --------------------------------------------------------------------

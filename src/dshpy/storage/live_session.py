@@ -14,11 +14,15 @@ A :class:`~dshpy.log.session.Session` a store hands out is more than its log:
 and ``fork`` (which opens) alike. The parts of a live session are held by one
 :class:`SessionOwner`, which the session writes through: it lives exactly as long as
 the session does, and holds nothing that points back at it.
+
+Layers above storage may watch the writes (:func:`observe_writers`): telemetry times
+each flush that way without the backends knowing. With no observer registered (the
+default) the backend's writer is used as it is.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from dshpy.core.events import SessionEvent
@@ -29,7 +33,22 @@ from dshpy.projections.checkpoint import CachedState
 from dshpy.projections.runner import ProjectionRunner, attach
 from dshpy.storage.projection_cache import CacheCheckpoints, SaveRows
 
-__all__ = ["RestoreSession", "SessionOwner", "assemble_session"]
+__all__ = ["RestoreSession", "SessionOwner", "WriterObserver", "assemble_session", "observe_writers"]
+
+WriterObserver = Callable[[Session, SessionWriter, str], SessionWriter]
+"""``observer(session, writer, backend)``: the writer ``session`` should flush through — ``writer``, or one wrapping it.
+
+``backend`` names the store's backend (its URL scheme: ``sqlite``, ``jsonl``, …). The
+observer runs once per live session, before its first flush (the repair closers'
+included); a wrapper must pass every call on to ``writer`` unchanged."""
+
+_observers: list[WriterObserver] = []
+
+
+def observe_writers(observer: WriterObserver) -> Callable[[], None]:
+    """Give ``observer`` the writer of every live session assembled from now on; returns a function that stops it."""
+    _observers.append(observer)
+    return lambda: _observers.remove(observer) if observer in _observers else None
 
 
 class RestoreSession(Protocol):
@@ -92,6 +111,7 @@ def assemble_session(
     seeds: Mapping[str, CachedState] | None,
     save_rows: SaveRows,
     restore: RestoreSession,
+    backend: str = "",
 ) -> Session:
     """The session over ``stored`` with everything it is made of: live through ``writer``, a read-only view without.
 
@@ -101,7 +121,7 @@ def assemble_session(
     shows them without writing. The runner is attached after the closers, so they are
     folded like any tail, and before the caller can append, so its guards see every
     new event. The caller owns ``writer`` until this returns (and closes it if this
-    raises).
+    raises). ``backend`` names the store's backend to the :func:`observe_writers` observers.
     """
     if writer is None:
         closers = interrupted_turn_closers(stored)
@@ -113,6 +133,8 @@ def assemble_session(
     closers = interrupted_turn_closers(stored)  # only for a log that validated
     if closers:
         session.append_events(closers)
+    for observer in tuple(_observers):
+        writer = observer(session, writer, backend)
     owner = SessionOwner(writer, attach(session, cached=seeds), checkpoints)
     session.attach_writer(owner)
     if closers:

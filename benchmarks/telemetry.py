@@ -1,0 +1,230 @@
+"""What telemetry costs: appends and agent turns with it off, on with a no-op exporter, and on exporting OTLP.
+
+Run: .venv/bin/python benchmarks/telemetry.py [--quick] [--json] [--compare-src DIR]
+
+Three modes, measured in the same run and interleaved round by round (the best round
+of each is kept, since the machine is shared and absolute numbers drift):
+
+* **off** — telemetry never enabled in the measured code: what everyone pays;
+* **on, no-op exporter** — SDK providers with a batch span processor and a metric
+  reader whose exporters drop everything: the cost of recording (spans, span events,
+  metric points) without the cost of shipping;
+* **on, OTLP** — batch OTLP/HTTP export of spans and metrics (every second) to
+  :class:`~dshpy.testing.otlp_receiver.OtlpReceiver` on loopback: what production pays
+  in this process (encoding and sending happen on the exporters' threads).
+
+Two workloads:
+
+* **per event** — realistic multi-step tool turns appended to a live session (with
+  validation and the projections' guards) and flushed every 10 events, on ``memory:``
+  and on SQLite (a durable flush each time). No agent runs, so what telemetry adds is
+  the events counter, a ``session.event`` where a span is current, and a flush span;
+* **per turn** — one-step agent turns against FakeModelServer (HTTP on loopback), on
+  ``memory:`` and SQLite: the turn, step, chat and flush spans, every event's span
+  event, the GenAI metrics.
+
+``--compare-src DIR`` also times the **off** mode of another source tree (e.g. main's
+``src``, which has no telemetry code at all) in a child process, to show what the
+hooks cost when telemetry is off. Ratios are printed against **off** of this tree.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import dshpy
+from dshpy.agent import Agent
+from dshpy.llm import ChatClient, ModelConfig
+from dshpy.testing.fake_model import FakeModelServer, Reply
+from support import no_gc, realistic_events
+
+MODES = ("off", "noop", "otlp")
+LABELS = {"off": "off", "noop": "on, no-op exporter", "otlp": "on, OTLP/HTTP to loopback"}
+
+
+# -- the modes ------------------------------------------------------------------------------
+
+
+@contextmanager
+def telemetry(mode: str, endpoint: str | None) -> Iterator[None]:
+    """Telemetry in ``mode`` for the block (``off``: the package is not even imported)."""
+    if mode == "off":
+        yield
+        return
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult, PeriodicExportingMetricReader
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+    import dshpy.telemetry
+
+    if mode == "noop":
+
+        class DropSpans(SpanExporter):
+            def export(self, spans: Sequence[Any]) -> SpanExportResult:
+                return SpanExportResult.SUCCESS
+
+        class DropMetrics(MetricExporter):
+            def export(self, metrics_data: Any, timeout_millis: float = 10_000, **kwargs: Any) -> MetricExportResult:
+                return MetricExportResult.SUCCESS
+
+            def force_flush(self, timeout_millis: float = 10_000) -> bool:
+                return True
+
+            def shutdown(self, timeout_millis: float = 30_000, **kwargs: Any) -> None:
+                pass
+
+        spans: Any = DropSpans()
+        metrics: Any = DropMetrics()
+    else:
+        from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+        spans = OTLPSpanExporter(endpoint=f"{endpoint}/v1/traces")
+        metrics = OTLPMetricExporter(endpoint=f"{endpoint}/v1/metrics")
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(BatchSpanProcessor(spans))
+    reader = PeriodicExportingMetricReader(metrics, export_interval_millis=1000)
+    meter_provider = MeterProvider(metric_readers=[reader])
+    dshpy.telemetry.enable(tracer_provider=tracer_provider, meter_provider=meter_provider)
+    try:
+        yield
+    finally:
+        dshpy.telemetry.disable()
+        tracer_provider.shutdown()
+        meter_provider.shutdown()
+
+
+# -- the workloads --------------------------------------------------------------------------
+
+
+def appends(url: str, events: list[dshpy.SessionEvent]) -> float:
+    """Seconds per event: append (validated) + flush every 10 events + close."""
+    store = dshpy.open_store(url)
+    session = store.create(cwd="/bench")
+    with no_gc():
+        started = time.perf_counter()
+        for index, event in enumerate(events, 1):
+            session.append(
+                event.type, event.data, surface_op=event.surface_op, source_event_seqs=event.source_event_seqs
+            )
+            if index % 10 == 0:
+                session.flush()
+        session.close()
+        elapsed = time.perf_counter() - started
+    store.close()
+    return elapsed / len(events)
+
+
+async def turns(base_url: str, url: str, count: int) -> float:
+    """Seconds per one-step agent turn (three warm-up turns first)."""
+    store = dshpy.open_store(url)
+    session = store.create(cwd="/bench")
+    try:
+        async with ChatClient(ModelConfig.from_env(base_url=base_url, api_key="bench", env={})) as client:
+            agent = Agent(session, client, system_prompt="You are a benchmark.")
+            for _ in range(3):
+                await agent.run("hi")
+            started = time.perf_counter()
+            for _ in range(count):
+                result = await agent.run("hi")
+                assert result.kind == "completed", result.reason
+            return (time.perf_counter() - started) / count
+    finally:
+        session.close()
+        store.close()
+
+
+def measure(modes: Sequence[str], rounds: int, events: int, turn_count: int, endpoint: str | None) -> dict[str, Any]:
+    """Best seconds per event / per turn, by workload and mode."""
+    sample = realistic_events(events)
+    best: dict[str, dict[str, float]] = {}
+
+    def keep(workload: str, mode: str, seconds: float) -> None:
+        found = best.setdefault(workload, {})
+        found[mode] = min(found.get(mode, seconds), seconds)
+
+    reply = Reply.text("The answer is 42.", pieces=4)
+    with FakeModelServer(default=reply) as model, tempfile.TemporaryDirectory() as tmp:
+        for round_number in range(rounds):
+            for mode in modes:
+                with telemetry(mode, endpoint):
+                    keep("event, memory", mode, appends("memory:", sample))
+                    db = Path(tmp) / f"events-{mode}-{round_number}.db"
+                    keep("event, sqlite", mode, appends(f"sqlite:///{db}", sample))
+                    keep("turn, memory", mode, asyncio.run(turns(model.base_url, "memory:", turn_count)))
+                    db = Path(tmp) / f"turns-{mode}-{round_number}.db"
+                    keep("turn, sqlite", mode, asyncio.run(turns(model.base_url, f"sqlite:///{db}", turn_count)))
+    return {"events": len(sample), "turns": turn_count, "rounds": rounds, "seconds": best}
+
+
+def other_tree(src: str, args: argparse.Namespace) -> dict[str, float]:
+    """The off mode of another source tree, in a child process."""
+    command = [sys.executable, __file__, "--only-off", "--json", "--rounds", str(args.rounds)]
+    command += ["--events", str(args.events), "--turns", str(args.turns)]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, str(Path(__file__).parent)])}
+    done = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
+    seconds = json.loads(done.stdout)["seconds"]
+    return {workload: by_mode["off"] for workload, by_mode in seconds.items()}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer events, turns and rounds")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--events", type=int, default=2000, help="events appended per measurement")
+    parser.add_argument("--turns", type=int, default=100, help="agent turns per measurement")
+    parser.add_argument("--compare-src", metavar="DIR", help="also time the off mode of this source tree")
+    parser.add_argument("--only-off", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.quick:
+        args.rounds, args.events, args.turns = 2, 600, 30
+    if args.only_off:
+        print(json.dumps(measure(("off",), args.rounds, args.events, args.turns, None)))
+        return 0
+    from dshpy.testing.otlp_receiver import OtlpReceiver
+
+    with OtlpReceiver() as receiver:
+        result = measure(MODES, args.rounds, args.events, args.turns, receiver.endpoint)
+        exported = {path: len(receiver.bodies(path)) for path in ("/v1/traces", "/v1/metrics")}
+    result["otlp_requests_received"] = exported
+    seconds: dict[str, dict[str, float]] = result["seconds"]
+    if args.compare_src:
+        for workload, value in other_tree(args.compare_src, args).items():
+            seconds[workload]["other tree, off"] = value
+    result["overhead_vs_off"] = {
+        workload: {mode: round(value / by_mode["off"] - 1, 4) for mode, value in by_mode.items() if mode != "off"}
+        for workload, by_mode in seconds.items()
+    }
+    if args.json:
+        print(json.dumps(result))
+        return 0
+    print(
+        f"telemetry overhead: {result['events']} events per append run, {result['turns']} one-step turns per turn run,"
+        f" best of {result['rounds']} interleaved rounds"
+    )
+    for workload, by_mode in seconds.items():
+        unit, scale = ("µs/event", 1e6) if workload.startswith("event") else ("ms/turn", 1e3)
+        print(f"  {workload}")
+        for mode, value in by_mode.items():
+            ratio = value / by_mode["off"]
+            label = LABELS.get(mode, mode)
+            print(f"    {label:<28} {value * scale:9.2f} {unit}   {ratio:5.3f}x  ({(ratio - 1) * 100:+.1f}%)")
+    print(f"  OTLP requests the loopback receiver got: {exported}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

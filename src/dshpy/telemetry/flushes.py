@@ -1,0 +1,89 @@
+"""Timed flushes: the writer a live session gets while telemetry is on, and each batch's ``dshpy.store.flush`` span.
+
+The storage layer hands every live session's backend writer to telemetry
+(:func:`dshpy.storage.live_session.observe_writers`); :class:`TracedWriter` wraps it, so
+a flush becomes a span under the step or turn it happened in, with the backend, the
+batch's size and first seq, and two metrics (its duration and event count, by
+backend). The span's duration is the backend's whole durable write — its fsync or
+commit is inside, not reported apart (the backends do not say).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from opentelemetry.trace import Status, StatusCode
+
+from dshpy.core.events import SessionEvent, encode_event
+from dshpy.log.session import SessionWriter
+from dshpy.telemetry import names as n
+from dshpy.telemetry.instruments import Instruments
+from dshpy.telemetry.session_trace import SessionTrace
+
+__all__ = ["TracedWriter"]
+
+log = logging.getLogger("dshpy.telemetry")
+
+
+class TracedWriter:
+    """A backend writer whose every batch is timed into a ``dshpy.store.flush`` span (calls pass through unchanged)."""
+
+    __slots__ = ("_backend", "_inner", "_instruments", "_trace")
+
+    def __init__(self, inner: SessionWriter, trace: SessionTrace, backend: str, instruments: Instruments) -> None:
+        self._inner = inner
+        self._trace = trace
+        self._backend = backend
+        self._instruments = instruments
+
+    def write(self, session_id: str, expected_seq: int, events: Sequence[SessionEvent]) -> None:
+        if self._trace.detach is None:  # telemetry was turned off: a plain write
+            self._inner.write(session_id, expected_seq, events)
+            return
+        started = time.time_ns()
+        try:
+            self._inner.write(session_id, expected_seq, events)
+        except BaseException as error:
+            self._record(started, expected_seq, events, error)
+            raise
+        self._record(started, expected_seq, events, None)
+
+    def close(self) -> None:
+        self._inner.close()
+
+    def _record(
+        self, started: int, expected_seq: int, events: Sequence[SessionEvent], error: BaseException | None
+    ) -> None:
+        """The batch's span and metrics; never raises (telemetry must not fail a flush).
+
+        The span's byte count (the batch as dsh's JSON lines, before compression) is
+        worked out only for a span that is recorded: it means encoding the batch again.
+        """
+        try:
+            ended = time.time_ns()
+            trace = self._trace
+            metric: dict[str, Any] = {n.STORE_BACKEND: self._backend}
+            attributes: dict[str, Any] = {
+                **trace.numbers(),
+                n.STORE_BACKEND: self._backend,
+                n.FLUSH_EVENTS: len(events),
+                n.FLUSH_FIRST_SEQ: expected_seq,
+            }
+            if error is not None:
+                attributes[n.ERROR_TYPE] = metric[n.ERROR_TYPE] = type(error).__qualname__
+            instruments = self._instruments
+            span = instruments.tracer.start_span(
+                n.SPAN_FLUSH, context=trace.parent_context(), attributes=attributes, start_time=started
+            )
+            if span.is_recording():
+                span.set_attribute(n.FLUSH_BYTES, sum(len(encode_event(event)) + 1 for event in events))
+                if error is not None:
+                    span.set_status(Status(StatusCode.ERROR, str(error)))
+            span.end(end_time=ended)
+            instruments.flush_duration.record((ended - started) / 1e9, metric)
+            instruments.flush_events.record(len(events), metric)
+        except Exception:
+            log.exception("telemetry failed on a flush of %s", self._trace.session_id)

@@ -1,0 +1,99 @@
+"""Telemetry off, or the extra missing: no OpenTelemetry module is imported, and asking for it says what to install.
+
+Run in child processes: the test process itself imports OpenTelemetry for the other tests.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from dshpy.testing.fake_model import FakeModelServer, Reply
+
+TURN = textwrap.dedent(
+    """
+    import asyncio, json, os, sys
+    {prelude}
+    import dshpy
+    from dshpy.agent import Agent
+    from dshpy.llm import ChatClient, ModelConfig
+    from dshpy.server.methods import Runtime, ServerSettings
+
+    async def main():
+        store = dshpy.open_store(sys.argv[1])
+        session = store.create()
+        config = ModelConfig.from_env(base_url=os.environ["DEEPSEEK_BASE_URL"], api_key="k", env={{}})
+        async with ChatClient(config) as client:
+            result = await Agent(session, client).run("hi")
+        session.close()
+        runtime = Runtime(store, ServerSettings(base_url=os.environ["DEEPSEEK_BASE_URL"]))
+        parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+        params = {{"sessionId": "x", "text": "hi", "_meta": {{"traceparent": parent}}}}
+        request = {{"jsonrpc": "2.0", "id": 1, "method": "session.send", "params": params}}
+        await runtime.handle_frame(json.dumps(request).encode(), None, {{"traceparent": parent}})
+        await runtime.close()
+        store.close()
+        return result.kind
+
+    kind = asyncio.run(main())
+    print(json.dumps({{"kind": kind, "otel": sorted(m for m in sys.modules if m.startswith("opentelemetry"))}}))
+    """
+)
+
+
+def run_child(tmp_path: Path, prelude: str = "", *args: str) -> dict:
+    with FakeModelServer(default=Reply.text("ok")) as model:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("DSHPY_", "OTEL_"))}
+        env.update(DEEPSEEK_API_KEY="k", DEEPSEEK_BASE_URL=model.base_url, DSHPY_HOME=str(tmp_path))
+        script = TURN.format(prelude=prelude)
+        done = subprocess.run(
+            [sys.executable, "-c", script, f"sqlite:///{tmp_path}/s.db", *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def test_a_turn_with_telemetry_off_imports_no_opentelemetry(tmp_path: Path) -> None:
+    result = run_child(tmp_path)
+    assert result == {"kind": "completed", "otel": []}
+
+
+def test_without_the_extra_dshpy_works_and_enable_says_what_to_install(tmp_path: Path) -> None:
+    blocked = "sys.modules['opentelemetry'] = None  # as if the [otel] extra were not installed"
+    assert run_child(tmp_path, blocked) == {"kind": "completed", "otel": ["opentelemetry"]}
+    script = blocked + textwrap.dedent(
+        """
+        import dshpy.telemetry
+        try:
+            dshpy.telemetry.enable()
+        except dshpy.telemetry.TelemetryUnavailable as error:
+            print(error)
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", "import sys\n" + script], capture_output=True, text=True, check=True)
+    assert "pip install 'dshpy[otel]'" in done.stdout
+
+
+def test_dshpy_run_otel_without_the_extra_is_a_usage_error(tmp_path: Path) -> None:
+    launcher = "import sys; sys.modules['opentelemetry'] = None; from dshpy.cli import main; main()"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DSHPY_", "OTEL_"))}
+    env.update(DEEPSEEK_API_KEY="k", DSHPY_HOME=str(tmp_path))
+    done = subprocess.run(
+        [sys.executable, "-c", launcher, "--store", "memory:", "run", "--otel", "hi"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert "dshpy[otel]" in done.stderr and "Traceback" not in done.stderr

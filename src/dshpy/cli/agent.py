@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -35,6 +35,8 @@ import click
 
 from dshpy.agent import Agent, TurnResult
 from dshpy.agent.loop import DEFAULT_MAX_STEPS
+from dshpy.agent.memory_tools import memory_tools
+from dshpy.agent.tools import Tool
 from dshpy.core.ids import check_session_id
 from dshpy.errors import DshError
 from dshpy.llm.client import API_KEY_HINT, ChatClient, ModelConfig, ModelConfigError
@@ -68,6 +70,22 @@ class _Options:
     profile: str = "default"
     timeouts: tuple[float | None, float | None, float | None] = (None, None, None)
     """The ``--connect-timeout``, ``--read-timeout`` and ``--total-timeout`` flags."""
+    memory: bool | None = None
+    """``--memory`` / ``--no-memory`` (``None``: the profile's ``memory``, else off)."""
+    memory_scope: str | None = None
+    """``--memory-scope`` (``None``: the profile's ``memory_scope``, else ``cwd``)."""
+
+    def memory_tools(self, store: SessionStore) -> list[Tool]:
+        """The memory tools when the flags or the profile turn them on (the flag wins), else none."""
+        try:
+            profile = load_profile(self.profile)
+        except ProfileError as error:
+            raise CliError(str(error)) from None
+        scope = self.memory_scope or profile.memory_scope
+        wanted = self.memory if self.memory is not None else (profile.memory or self.memory_scope is not None)
+        if not wanted:
+            return []
+        return memory_tools(store, scope="all" if scope == "all" else "cwd")
 
     def config(self) -> ModelConfig:
         connect, read, total = self.timeouts
@@ -113,6 +131,18 @@ def _agent_options(func: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--max-tokens", type=click.IntRange(min=1), help="Token limit of each answer."),
         click.option("--reasoning", is_flag=True, help="Show the model's reasoning (dimmed, on stderr)."),
         click.option(
+            "--memory/--no-memory",
+            default=None,
+            help="Let the model search and read earlier sessions (session_search, session_read); default: the "
+            "profile's memory, else off.",
+        ),
+        click.option(
+            "--memory-scope",
+            type=click.Choice(["cwd", "all"]),
+            help="What the memory tools see: sessions of the same working directory (cwd, default) or all "
+            "(implies --memory).",
+        ),
+        click.option(
             "--profile",
             default="default",
             show_default=True,
@@ -132,11 +162,12 @@ def _system_prompt(session: Session, explicit: str | None) -> str:
     return explicit if explicit is not None else system_prompt_text(session)
 
 
-def _make_agent(session: Session, client: ChatClient, options: _Options) -> Agent:
+def _make_agent(session: Session, client: ChatClient, options: _Options, tools: Sequence[Tool] = ()) -> Agent:
     return Agent(
         session,
         client,
         system_prompt=_system_prompt(session, options.system),
+        tools=tools,
         max_steps=options.max_steps,
         max_tokens=options.max_tokens,
     )
@@ -171,6 +202,8 @@ def run(
     max_steps: int,
     max_tokens: int | None,
     reasoning: bool,
+    memory: bool | None,
+    memory_scope: str | None,
     profile: str,
     connect_timeout: float | None,
     read_timeout: float | None,
@@ -178,15 +211,16 @@ def run(
 ) -> None:
     """Answer PROMPT in a session (streamed to stdout) and print the session id (on stderr)."""
     timeouts = (connect_timeout, read_timeout, total_timeout)
-    options = _Options(model, base_url, system, max_steps, max_tokens, profile, timeouts)
+    options = _Options(model, base_url, system, max_steps, max_tokens, profile, timeouts, memory, memory_scope)
     config = options.config()
     store = state.open_store(create=True)
+    tools = options.memory_tools(store)
     session = _open_session(store, session_id)
     printer = LivePrinter(reasoning=reasoning)
 
     async def turn() -> TurnResult:
         async with ChatClient(config) as client:
-            agent = _make_agent(session, client, options)
+            agent = _make_agent(session, client, options, tools)
             if state.json:
                 return await agent.run(prompt)
             return await agent.run(prompt, on_chunk=printer.on_chunk, on_event=printer.on_event)
@@ -236,7 +270,8 @@ class _Repl:
         self.runner = runner
         self.client = client
         self.printer = LivePrinter(reasoning=reasoning)
-        self.agent = _make_agent(session, client, options)
+        self.tools = options.memory_tools(store)
+        self.agent = _make_agent(session, client, options, self.tools)
 
     def call(self, coroutine: Coroutine[Any, Any, T]) -> T:
         return self.runner.run(coroutine)
@@ -318,7 +353,7 @@ class _Repl:
         system = self.agent.system_prompt
         parent.close()
         self.session = child
-        self.agent = _make_agent(child, self.client, self.options)
+        self.agent = _make_agent(child, self.client, self.options, self.tools)
         self.agent.system_prompt = system
         at = child.inherited_event_count - 1
         click.echo(f"forked {parent.id} at seq {at}: now in {child.id}")
@@ -337,6 +372,8 @@ def chat(
     max_steps: int,
     max_tokens: int | None,
     reasoning: bool,
+    memory: bool | None,
+    memory_scope: str | None,
     profile: str,
     connect_timeout: float | None,
     read_timeout: float | None,
@@ -344,7 +381,7 @@ def chat(
 ) -> None:
     """Chat with a model in a session: one prompt per line (/help lists the commands)."""
     timeouts = (connect_timeout, read_timeout, total_timeout)
-    options = _Options(model, base_url, system, max_steps, max_tokens, profile, timeouts)
+    options = _Options(model, base_url, system, max_steps, max_tokens, profile, timeouts, memory, memory_scope)
     config = options.config()
     store = state.open_store(create=True)
     session = _open_session(store, session_id)

@@ -6,9 +6,12 @@ console-script entry point.
 
 from dshpy.cli.app import cli, main
 from dshpy.cli.migrate import migrate
+from dshpy.cli.search import index, search
 from dshpy.cli.sessions import sessions
 
 cli.add_command(sessions)
+sessions.add_command(search)
+cli.add_command(index)
 # The agent commands import the model client (openai, ~0.8 s): only when they run, not for `sessions list`.
 cli.add_lazy_command("run", "dshpy.cli.agent:run")
 cli.add_lazy_command("chat", "dshpy.cli.agent:chat")

@@ -32,7 +32,7 @@ import asyncio
 import contextlib
 import os
 import signal
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -40,6 +40,8 @@ import click
 
 from dshpy.agent import Agent, TurnResult
 from dshpy.agent.loop import DEFAULT_MAX_STEPS
+from dshpy.agent.memory_tools import memory_tools
+from dshpy.agent.tools import Tool
 from dshpy.core.ids import check_session_id
 from dshpy.errors import DshError
 from dshpy.llm.client import API_KEY_HINT, ChatClient, ModelConfig, ModelConfigError
@@ -75,6 +77,22 @@ class _Options:
     profile: str = "default"
     timeouts: tuple[float | None, float | None, float | None] = (None, None, None)
     """The ``--connect-timeout``, ``--read-timeout`` and ``--total-timeout`` flags."""
+    memory: bool | None = None
+    """``--memory`` / ``--no-memory`` (``None``: the profile's ``memory``, else off)."""
+    memory_scope: str | None = None
+    """``--memory-scope`` (``None``: the profile's ``memory_scope``, else ``cwd``)."""
+
+    def memory_tools(self, store: SessionStore) -> list[Tool]:
+        """The memory tools when the flags or the profile turn them on (the flag wins), else none."""
+        try:
+            profile = load_profile(self.profile)
+        except ProfileError as error:
+            raise CliError(str(error)) from None
+        scope = self.memory_scope or profile.memory_scope
+        wanted = self.memory if self.memory is not None else (profile.memory or self.memory_scope is not None)
+        if not wanted:
+            return []
+        return memory_tools(store, scope="all" if scope == "all" else "cwd")
 
     def telemetry(self, switch: TelemetrySwitch) -> contextlib.AbstractContextManager[None]:
         """Telemetry for the command: the flags, else the profile's ``otel``, else ``$DSHPY_OTEL``."""
@@ -128,6 +146,18 @@ def _agent_options(func: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--max-tokens", type=click.IntRange(min=1), help="Token limit of each answer."),
         click.option("--reasoning", is_flag=True, help="Show the model's reasoning (dimmed, on stderr)."),
         click.option(
+            "--memory/--no-memory",
+            default=None,
+            help="Let the model search and read earlier sessions (session_search, session_read); default: the "
+            "profile's memory, else off.",
+        ),
+        click.option(
+            "--memory-scope",
+            type=click.Choice(["cwd", "all"]),
+            help="What the memory tools see: sessions of the same working directory (cwd, default) or all "
+            "(implies --memory).",
+        ),
+        click.option(
             "--profile",
             default="default",
             show_default=True,
@@ -147,11 +177,12 @@ def _system_prompt(session: Session, explicit: str | None) -> str:
     return explicit if explicit is not None else system_prompt_text(session)
 
 
-def _make_agent(session: Session, client: ChatClient, options: _Options) -> Agent:
+def _make_agent(session: Session, client: ChatClient, options: _Options, tools: Sequence[Tool] = ()) -> Agent:
     return Agent(
         session,
         client,
         system_prompt=_system_prompt(session, options.system),
+        tools=tools,
         max_steps=options.max_steps,
         max_tokens=options.max_tokens,
     )
@@ -186,6 +217,8 @@ def run(
     max_steps: int,
     max_tokens: int | None,
     reasoning: bool,
+    memory: bool | None,
+    memory_scope: str | None,
     profile: str,
     connect_timeout: float | None,
     read_timeout: float | None,
@@ -194,7 +227,7 @@ def run(
 ) -> None:
     """Answer PROMPT in a session (streamed to stdout) and print the session id (on stderr)."""
     timeouts = (connect_timeout, read_timeout, total_timeout)
-    options = _Options(model, base_url, system, max_steps, max_tokens, profile, timeouts)
+    options = _Options(model, base_url, system, max_steps, max_tokens, profile, timeouts, memory, memory_scope)
     config = options.config()
     with options.telemetry(telemetry):
         _run(state, prompt, session_id, options, config, reasoning)
@@ -204,12 +237,13 @@ def _run(
     state: AppState, prompt: str, session_id: str | None, options: _Options, config: ModelConfig, reasoning: bool
 ) -> None:
     store = state.open_store(create=True)
+    tools = options.memory_tools(store)
     session = _open_session(store, session_id)
     printer = LivePrinter(reasoning=reasoning)
 
     async def turn() -> TurnResult:
         async with ChatClient(config) as client:
-            agent = _make_agent(session, client, options)
+            agent = _make_agent(session, client, options, tools)
             if state.json:
                 return await agent.run(prompt)
             return await agent.run(prompt, on_chunk=printer.on_chunk, on_event=printer.on_event)
@@ -259,7 +293,8 @@ class _Repl:
         self.runner = runner
         self.client = client
         self.printer = LivePrinter(reasoning=reasoning)
-        self.agent = _make_agent(session, client, options)
+        self.tools = options.memory_tools(store)
+        self.agent = _make_agent(session, client, options, self.tools)
 
     def call(self, coroutine: Coroutine[Any, Any, T]) -> T:
         return self.runner.run(coroutine)
@@ -341,7 +376,7 @@ class _Repl:
         system = self.agent.system_prompt
         parent.close()
         self.session = child
-        self.agent = _make_agent(child, self.client, self.options)
+        self.agent = _make_agent(child, self.client, self.options, self.tools)
         self.agent.system_prompt = system
         at = child.inherited_event_count - 1
         click.echo(f"forked {parent.id} at seq {at}: now in {child.id}")
@@ -360,6 +395,8 @@ def chat(
     max_steps: int,
     max_tokens: int | None,
     reasoning: bool,
+    memory: bool | None,
+    memory_scope: str | None,
     profile: str,
     connect_timeout: float | None,
     read_timeout: float | None,
@@ -368,7 +405,7 @@ def chat(
 ) -> None:
     """Chat with a model in a session: one prompt per line (/help lists the commands)."""
     timeouts = (connect_timeout, read_timeout, total_timeout)
-    options = _Options(model, base_url, system, max_steps, max_tokens, profile, timeouts)
+    options = _Options(model, base_url, system, max_steps, max_tokens, profile, timeouts, memory, memory_scope)
     config = options.config()
     with options.telemetry(telemetry):
         _chat(state, session_id, options, config, reasoning)

@@ -35,6 +35,7 @@ from dshpy.errors import (
     FormatVersionError,
     SessionExistsError,
 )
+from dshpy.query.errors import QueryError
 from dshpy.storage.contract import SessionStore
 from dshpy.storage.urls import default_store_url, open_store, parse_store_url
 
@@ -112,6 +113,8 @@ def describe_error(error: DshError) -> CliError:
         return CliError(f"fork refused ({error.code}): {message}")
     if isinstance(error, ConflictError):
         return CliError(f"conflict: {message}")
+    if isinstance(error, QueryError):
+        return CliError(f"{message} ({error.code})")
     if isinstance(error, SessionExistsError):
         return CliError(f"exists: {message}")
     return CliError(message)

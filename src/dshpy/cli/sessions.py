@@ -34,6 +34,7 @@ from dshpy.storage.contract import SessionStore
 
 from . import render
 from .app import AppState, CliError, DataError, common_options, emit_json, emit_json_line, pass_state
+from .listing import list_filters, print_filtered_listing
 from .prices import CONFIG_FILENAME, PRICES_ENV, PriceError, estimate_cost, load_prices
 from .summary import LIST_KEYS, read_types, summary_of
 
@@ -77,14 +78,34 @@ def _no_cyclic_gc() -> Iterator[None]:
 
 @sessions.command("list")
 @click.option("--limit", type=click.IntRange(min=1), help="Show at most this many sessions (newest first).")
+@click.option("--cwd", "cwds", metavar="DIR", multiple=True, help="Only sessions started in DIR (repeatable).")
+@click.option("--state", "states", metavar="STATE", multiple=True, help="Only sessions in this lifecycle state.")
+@click.option("--since", metavar="TIME", help="Only sessions created since TIME: a span back (2h, 7d) or ISO-8601.")
+@click.option("--parent", "parents", metavar="ID", multiple=True, help="Only forks of session ID (repeatable).")
+@click.option("--cursor", metavar="CURSOR", help="Continue a filtered listing after its page (its nextCursor).")
 @common_options
 @pass_state
-def list_sessions(state: AppState, limit: int | None) -> None:
+def list_sessions(
+    state: AppState,
+    limit: int | None,
+    cwds: tuple[str, ...],
+    states: tuple[str, ...],
+    since: str | None,
+    parents: tuple[str, ...],
+    cursor: str | None,
+) -> None:
     """List sessions, newest activity first: id, created, cwd, turns, events, state, title, parent.
 
     Turns, title (the latest session/title, else the first prompt's) and lifecycle state come
     from the projection cache: sessions whose cache is current cost no event reads.
+
+    With a filter or --cursor the listing is paged (newest created first, 50 a page unless
+    --limit) and --json prints {"sessions": [...], "nextCursor": ...}.
     """
+    filters = list_filters(cwds, states, since, parents)
+    if filters or cursor is not None:
+        print_filtered_listing(state, filters, limit=limit, cursor=cursor)
+        return
     store = state.open_store(create=False)
     with _no_cyclic_gc():
         rows = [summary_of(listed) for listed in store.list_projections(LIST_KEYS, limit=limit)]

@@ -84,6 +84,16 @@ class Response:
         )
 
 
+def _search_params(query: str, options: Mapping[str, Any]) -> dict[str, Any]:
+    """``session.search`` params: the query and the options given (``None`` left out, names in camelCase)."""
+    wire = {"session_id": "sessionId"}
+    params: dict[str, Any] = {"query": query}
+    for name, value in options.items():
+        if value is not None and value is not False:
+            params[wire.get(name, name)] = list(value) if isinstance(value, tuple) else value
+    return params
+
+
 def _create_params(session_id: str | None, cwd: str | None) -> dict[str, Any]:
     params: dict[str, Any] = {}
     if session_id is not None:
@@ -241,6 +251,33 @@ class HarnessClient:
                 break
         return collected
 
+    # -- search -----------------------------------------------------------------------
+
+    def search(
+        self,
+        query: str,
+        *,
+        filters: Mapping[str, Any] | None = None,
+        session_id: str | None = None,
+        types: Sequence[str] | None = None,
+        since: int | str | None = None,
+        until: int | str | None = None,
+        operators: bool = False,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> dict[str, Any]:
+        """Full-text search over the server's store: ``{"hits": [...], "nextCursor": ...}`` (``session.search``).
+
+        Each hit names ``sessionId`` and ``seq`` with a ``snippet`` (``text`` and
+        ``highlights`` offsets). ``filters`` take camelCase keys (``cwd``, ``state``,
+        ``createdFrom``, ``excludeIds``, …). A refused query raises :class:`HarnessError`
+        whose ``data["code"]`` is the ``SESSION_QUERY_*`` code.
+        """
+        options = {"filters": filters, "session_id": session_id, "types": types, "since": since, "until": until}
+        options |= {"operators": operators, "limit": limit, "cursor": cursor}
+        result: dict[str, Any] = self.request("session.search", _search_params(query, options))
+        return result
+
     # -- turns ----------------------------------------------------------------------
 
     def send_message(self, session_id: str, text: str) -> Response:
@@ -365,6 +402,25 @@ class AsyncHarnessClient:
             if not page["more"]:
                 break
         return collected
+
+    async def search(
+        self,
+        query: str,
+        *,
+        filters: Mapping[str, Any] | None = None,
+        session_id: str | None = None,
+        types: Sequence[str] | None = None,
+        since: int | str | None = None,
+        until: int | str | None = None,
+        operators: bool = False,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> dict[str, Any]:
+        """See :meth:`HarnessClient.search`."""
+        options = {"filters": filters, "session_id": session_id, "types": types, "since": since, "until": until}
+        options |= {"operators": operators, "limit": limit, "cursor": cursor}
+        result: dict[str, Any] = await self.request("session.search", _search_params(query, options))
+        return result
 
     async def send_message(self, session_id: str, text: str) -> Response:
         """Run one turn (the session is created if it does not exist) and return how it ended."""

@@ -12,6 +12,8 @@
     read_timeout = 120                  # the longest silence of the model server
     total_timeout = 1800                # the whole answer (default: no limit)
     otel = true                         # OpenTelemetry traces and metrics (OTEL_* configure where they go)
+    memory = true                       # run/chat: the session_search and session_read tools (default: off)
+    memory_scope = "cwd"                # what they see: "cwd" (this project's sessions) or "all"
 
 Every key is optional. ``sdk`` and ``default`` work without a file (all defaults:
 the default store, ``$DEEPSEEK_MODEL`` / ``$DEEPSEEK_BASE_URL`` or the built-in
@@ -62,6 +64,10 @@ class Profile:
     total_timeout: float | None = None
     otel: bool | None = None
     """Turn telemetry on (or off) for commands run with this profile, unless their ``--otel`` flag says otherwise."""
+    memory: bool | None = None
+    """Give the agent the ``session_search`` / ``session_read`` tools (``dshpy run|chat``; off unless set)."""
+    memory_scope: str | None = None
+    """What those tools see: ``cwd`` (sessions of the same working directory, the default) or ``all``."""
 
     def timeouts(
         self, *, connect: float | None = None, read: float | None = None, total: float | None = None
@@ -131,4 +137,14 @@ def load_profile(name: str = "sdk", home: Path | None = None) -> Profile:
         if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
             raise ProfileError(f"{path}: profile {name!r}: {key} must be a positive number of seconds, not {value!r}")
         fields[key] = float(value)
+    memory = table.get("memory")
+    if memory is not None:
+        if not isinstance(memory, bool):
+            raise ProfileError(f"{path}: profile {name!r}: memory must be true or false, not {memory!r}")
+        fields["memory"] = memory
+    scope = table.get("memory_scope")
+    if scope is not None:
+        if scope not in ("cwd", "all"):
+            raise ProfileError(f'{path}: profile {name!r}: memory_scope must be "cwd" or "all", not {scope!r}')
+        fields["memory_scope"] = scope
     return Profile(name, **fields)

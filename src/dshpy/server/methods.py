@@ -42,6 +42,7 @@ from dshpy.log.session import Session
 from dshpy.storage.contract import SessionStore
 from dshpy.telemetry import captured_context, remote_parent, within_context
 
+from . import query_methods
 from .hub import Hub, Peer
 from .limits import ServerLimits
 from .live import Live, LiveSessions, Queued
@@ -161,6 +162,7 @@ class Runtime:
             "session.delete": self.delete,
             "session.subscribe": self.subscribe,
             "session.unsubscribe": self.unsubscribe,
+            "session.search": self.search,
         }
 
     # -- dispatch -----------------------------------------------------------------
@@ -560,10 +562,20 @@ class Runtime:
             session, start = await self._owned(create)
             return self._info(self._adopt(session, start).session)
 
-    async def list(self, _p: Params, _peer: Peer | None) -> Any:
-        """``session.list``: every session in the store, held live by this server or not."""
+    async def list(self, p: Params, _peer: Peer | None) -> Any:
+        """``session.list``: every session in the store, held live by this server or not.
+
+        With ``filters``, ``sort``, ``descending``, ``limit`` or ``cursor`` it is the
+        query service's paged listing instead (:func:`~dshpy.server.query_methods.list_page`).
+        """
+        if query_methods.is_paged_list(p):
+            return await query_methods.list_page(self.store, p)
         infos = await asyncio.to_thread(self.store.list)
         return {"sessions": [info.to_dict() for info in infos]}
+
+    async def search(self, p: Params, _peer: Peer | None) -> Any:
+        """``session.search``: full-text search over the store (:func:`~dshpy.server.query_methods.search`)."""
+        return await query_methods.search(self.store, p)
 
     def _describe(self, session: Session, live: Live | None, messages: int, projections: bool) -> dict[str, Any]:
         result = self._info(session)

@@ -8,6 +8,7 @@ A store answers :class:`TextQuery` with :class:`TextHits` whether it keeps an in
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from dshpy.log.header import SessionHeader
 from dshpy.log.search_text import MatchExpr
@@ -105,3 +106,13 @@ class SearchIndexStatus:
     """Sessions whose newest events are not indexed yet (a derived index catches up at the next search)."""
     location: str | None = None
     """Where a derived index lives (the JSONL sidecar), if it is a file of its own."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form ``dshpy index status --json`` prints and ``index.status`` answers with."""
+        return {
+            "kind": self.kind,
+            "documents": self.documents,
+            "generation": self.generation,
+            "pending": self.pending,
+            "location": self.location,
+        }

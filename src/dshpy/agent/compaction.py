@@ -165,14 +165,23 @@ class AgentCompaction:
         self.session = session
         self.client = client
         self.auto = auto
-        self.window = client.config.context_window
-        self._custom_engine = engine is not None
-        self.engine = engine or self._engine_for(self.window)
         self.summarize = ChatSummarizer(client)
+        self._custom_engine = engine is not None
+        self._engine = engine
+        self._stated_window: int | None = None
         self._warned_config = False
 
-    def _engine_for(self, window: int | None) -> CompactionEngine:
-        return CompactionEngine(BasicStrategy(runtime_policy(window, self.client.model)))
+    @property
+    def window(self) -> int | None:
+        """The window budgets are computed for: a provider's stated one, else the client's."""
+        return self._stated_window if self._stated_window is not None else self.client.config.context_window
+
+    @property
+    def engine(self) -> CompactionEngine:
+        """The engine (built for the model and window at first use, and again when a refusal names a window)."""
+        if self._engine is None:
+            self._engine = CompactionEngine(BasicStrategy(runtime_policy(self.window, self.client.model)))
+        return self._engine
 
     def usage(self) -> ContextUsage:
         """How full the context is ("62% used"), with the agent's window."""
@@ -237,9 +246,9 @@ class AgentCompaction:
             self.window,
             stated,
         )
-        self.window = stated
+        self._stated_window = stated
         if not self._custom_engine:
-            self.engine = self._engine_for(stated)
+            self._engine = None
 
     def _tail(self) -> int:
         """Tokens to keep verbatim so that the summary request (span + instruction + answer) fits the window."""

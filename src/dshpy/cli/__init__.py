@@ -5,9 +5,11 @@ console-script entry point.
 """
 
 from dshpy.cli.app import cli, main
+from dshpy.cli.compact import compact
 from dshpy.cli.migrate import migrate
 from dshpy.cli.sessions import sessions
 
+sessions.add_command(compact)
 cli.add_command(sessions)
 # The agent commands import the model client (openai, ~0.8 s): only when they run, not for `sessions list`.
 cli.add_lazy_command("run", "dshpy.cli.agent:run")

@@ -130,10 +130,10 @@ class CompactionEngine:
     ) -> CompactionPlan:
         """Select a span (or check ``span``: its first and last surface seq) and build its summary request.
 
-        Read-only: nothing is appended. ``retain_tokens`` of recent history stay
-        verbatim (0: only the newest node, dsh's manual and overflow compaction).
+        Read-only: nothing is appended, and a read-only view (``store.inspect``) can be
+        planned — a dry run. ``retain_tokens`` of recent history stay verbatim (0: only
+        the newest node, dsh's manual and overflow compaction).
         """
-        _check_writable(session)
         _check_idle(session)
         measurement = self.meter.measure(session)
         if span is None:
@@ -207,6 +207,7 @@ class CompactionEngine:
     ) -> Flow[CompactionResult]:
         attempt = 0
         while True:
+            _check_writable(session)  # before the model is asked for a summary that could not be stored
             plan = self.plan(session, retain_tokens=retain_tokens, span=span, source_command_id=source_command_id)
             answer = yield plan.request
             try:

@@ -128,33 +128,35 @@ def reopen_and_compact(url: str, session_id: str) -> list[dshpy.SessionEvent]:
     return events
 
 
+def kill_while_summarizing(mode: str, url: str, session_id: str) -> list[dshpy.SessionEvent]:
+    """Run the worker until it has asked the model for a summary, kill it, and read what it stored."""
+    server, asked = stalling_model()
+    with server:
+        process = start(mode, url, session_id, server.base_url)
+        assert asked.wait(60), f"the {mode} worker never asked for a summary"
+        kill(process)
+    store = dshpy.open_store(url)
+    try:
+        return list(store.read(session_id))
+    finally:
+        store.close()
+
+
 def test_kill_while_the_manual_summary_is_written(url: str) -> None:
     session_id = new_session(url)
     stored = dshpy.open_store(url)
     length = len(list(stored.read(session_id)))
     stored.close()
-    server, asked = stalling_model()
-    with server:
-        process = start("manual", url, session_id, server.base_url)
-        assert asked.wait(30), "the worker never asked for a summary"
-        kill(process)
-    store = dshpy.open_store(url)
-    events = list(store.read(session_id))
-    store.close()
+    events = kill_while_summarizing("manual", url, session_id)
     assert len(events) == length  # not one event of the compaction: it waited for the summary
     reopen_and_compact(url, session_id)
 
 
 def test_kill_while_an_agent_waits_for_a_pressure_summary(url: str) -> None:
     session_id = new_session(url, turns=0)
-    server, asked = stalling_model()
-    with server:
-        process = start("agent", url, session_id, server.base_url)
-        assert asked.wait(60), "the agent never compacted"
-        kill(process)
-    store = dshpy.open_store(url)
-    stored = list(store.read(session_id))
+    stored = kill_while_summarizing("agent", url, session_id)
     assert not [e for e in stored if e.type.startswith("compaction/")]
+    store = dshpy.open_store(url)
     with store.open(session_id) as session:  # the turn that was compacting is closed as interrupted
         assert session.events[-1].type == "turn/end"
         assert session.events[-1].data["reason"] == {"kind": "interrupted"}

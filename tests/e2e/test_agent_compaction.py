@@ -78,6 +78,16 @@ async def agent_for(
         yield Agent(session, client, **options)
 
 
+async def until_a_turn_fails(agent: Agent, turns: int) -> list[str]:
+    """How turn after turn ended, stopping at the first that did not complete."""
+    kinds: list[str] = []
+    for number in range(1, turns + 1):
+        kinds.append((await agent.run(prompt(number))).kind)
+        if kinds[-1] != "completed":
+            break
+    return kinds
+
+
 def prompt(number: int) -> str:
     return f"turn {number}: read file-{number}.txt and tell me what it says"
 
@@ -208,12 +218,7 @@ def test_auto_compact_off_lets_the_window_fill() -> None:
     async def run() -> list[str]:
         with FakeModelServer(context_window=2_500, responder=responder) as server:
             async with agent_for(session, server, window=2_500, tools=[read_file], auto_compact=False) as agent:
-                kinds = []
-                for number in range(1, 16):
-                    kinds.append((await agent.run(prompt(number))).kind)
-                    if kinds[-1] != "completed":
-                        break
-                return kinds
+                return await until_a_turn_fails(agent, 15)
 
     kinds = asyncio.run(run())
     assert kinds[-1] == "error"
@@ -232,12 +237,7 @@ def test_a_failing_summary_call_writes_nothing_and_the_turn_goes_on(caplog) -> N
     async def run() -> list[str]:
         with FakeModelServer(context_window=2_500, responder=no_summaries) as server:
             async with agent_for(session, server, window=2_500, tools=[read_file]) as agent:
-                kinds = []
-                for number in range(1, 16):
-                    kinds.append((await agent.run(prompt(number))).kind)
-                    if kinds[-1] != "completed":
-                        break
-                return kinds
+                return await until_a_turn_fails(agent, 15)
 
     with caplog.at_level(logging.WARNING, logger="dshpy.agent.compaction"):
         kinds = asyncio.run(run())

@@ -24,7 +24,7 @@ records, else the server's for its model.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from dshpy.compaction import DEFAULT_ENGINE, DEFAULT_METER, CompactionResult, context_usage
 from dshpy.errors import CompactionBusyError, CompactionError
@@ -33,9 +33,27 @@ from dshpy.log.session import Session
 from .protocol import CONFLICT, DOMAIN_ERROR, Params, RpcError
 
 if TYPE_CHECKING:
-    from .methods import Runtime
+    from dshpy.agent import Agent
+    from dshpy.storage.contract import SessionStore
 
-__all__ = ["compact_session", "context_of"]
+    from .live import Live, LiveSessions
+
+__all__ = ["CompactionHost", "compact_session", "context_of"]
+
+
+class CompactionHost(Protocol):
+    """What ``session.compact`` needs of the server's runtime (:class:`~dshpy.server.methods.Runtime`)."""
+
+    store: SessionStore
+    live: LiveSessions
+
+    async def open_live(self, session_id: str) -> Live: ...
+
+    def agent_of(self, live: Live) -> Agent: ...
+
+    def context_window(self) -> int | None: ...
+
+    def drain(self, live: Live) -> None: ...
 
 
 def context_of(session: Session, fallback_window: int | None) -> dict[str, Any]:
@@ -61,7 +79,7 @@ def _dry_run(session: Session, fallback_window: int | None) -> dict[str, Any]:
     return {"sessionId": session.id, "dryRun": True, **plan.to_dict(), "context": context_of(session, fallback_window)}
 
 
-def _dry_run_stored(runtime: Runtime, session_id: str) -> dict[str, Any]:
+def _dry_run_stored(runtime: CompactionHost, session_id: str) -> dict[str, Any]:
     """A dry run on a session this server does not hold: a read-only view, in a worker thread."""
     session = runtime.store.inspect(session_id)
     try:
@@ -70,7 +88,7 @@ def _dry_run_stored(runtime: Runtime, session_id: str) -> dict[str, Any]:
         session.close()
 
 
-async def compact_session(runtime: Runtime, p: Params) -> Any:
+async def compact_session(runtime: CompactionHost, p: Params) -> Any:
     """``session.compact``: compact the session now, or (``dryRun``) say what would be compacted."""
     session_id = p.session_id()
     dry_run = p.boolean("dryRun")

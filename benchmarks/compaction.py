@@ -40,6 +40,12 @@ JSON-able dict that a function in :data:`REPORTS` prints):
    the previous history then costs, which frees the messages a rewrite shadowed
    (paid by whoever lets go of that history last, whatever the derivation).
 
+5. ``agent`` — the agent loop itself, 300 two-step tool turns against FakeModelServer
+   (instant answers; every 25th tool result over the pruning threshold), once with
+   compaction off and no provider window and once with a 6,000-token provider window: time per turn, compactions and
+   prunes, and the pressure check before each request, median when it only measured
+   and when it compacted (which includes the summary's round trip to the fake model).
+
 Sessions of sections 1–3 are agent-shaped: turns of two steps (a tool call and its result, then an
 answer), usage on every answer, one request header with two tool schemas. As the
 other benchmarks do, timings are taken with the cyclic GC off; single-shot costs are
@@ -52,6 +58,7 @@ medians of the rounds are reported.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import itertools
 import statistics
 import sys
@@ -471,11 +478,103 @@ def report_derive(result: dict[str, Any], args: Any) -> None:
         print(f"   {label:<16}{'':>9}{cells}")
 
 
+# -- 5. the agent loop with compaction on a small window ----------------------------------------------
+
+AGENT_WINDOW = 6_000
+
+
+def _agent_responder(body: dict[str, Any]) -> Any:
+    from dshpy.compaction import SUMMARY_INSTRUCTION
+    from dshpy.testing.fake_model import Reply, ToolCall
+
+    last = body["messages"][-1]
+    if last["role"] == "user" and last["content"] == SUMMARY_INSTRUCTION:
+        return Reply.text("## Primary Request and Intent\n- read the numbered files\n\n## Next Step\n- (none)")
+    if last["role"] == "user":
+        number = last["content"].split()[1].rstrip(":")
+        return Reply.tool_calls(ToolCall("read_file", orjson.dumps({"path": f"file-{number}"}).decode(), f"c{number}"))
+    return Reply.text(f"answer to {last.get('tool_call_id')}: lorem ipsum")
+
+
+async def _agent_run(turns: int, window: int | None, *, auto: bool = True) -> dict[str, Any]:
+    from dshpy.agent import Agent, tool
+    from dshpy.llm import ChatClient, ModelConfig, RetryPolicy
+    from dshpy.testing.fake_model import FakeModelServer
+
+    @tool
+    def read_file(path: str) -> str:
+        """Read a numbered file (every 25th is over the pruning threshold).
+
+        Args:
+            path: Path of the file.
+        """
+        number = int(path.removeprefix("file-"))
+        return ("lorem ipsum dolor sit amet " * 400)[: 9_000 if number % 25 == 0 else 600]
+
+    checks: list[tuple[float, bool]] = []
+    session = dshpy.MemoryStore().create()
+    with FakeModelServer(context_window=window, responder=_agent_responder) as server:
+        config = ModelConfig.from_env(base_url=server.base_url, api_key="k", context_window=window, env={})
+        async with ChatClient(config) as client:
+            retry = RetryPolicy(base_delay=0.001, jitter=0.0)
+            agent = Agent(session, client, tools=[read_file], retry=retry, auto_compact=auto)
+            check = agent.compaction.before_request
+
+            async def timed_check() -> Any:
+                started = time.perf_counter()
+                result = await check()
+                checks.append((time.perf_counter() - started, result is not None))
+                return result
+
+            agent.compaction.before_request = timed_check  # type: ignore[method-assign]
+            started = time.perf_counter()
+            kinds = [(await agent.run(f"turn {n}: read file-{n}")).kind for n in range(1, turns + 1)]
+            total = time.perf_counter() - started
+    compacted = [seconds for seconds, did in checks if did]
+    plain = [seconds for seconds, did in checks if not did]
+    return {
+        "turns": turns,
+        "failed": sum(kind != "completed" for kind in kinds),
+        "seconds": total,
+        "turn ms": total / turns * 1000,
+        "compactions": sum(e.type == "compaction/summary" for e in session.events),
+        "prunes": sum(e.type == "compaction/prune" for e in session.events),
+        "check ms": statistics.median(plain) * 1000 if plain else 0.0,
+        "compacting check ms": statistics.median(compacted) * 1000 if compacted else 0.0,
+        "events": len(session.events),
+        "messages sent at the end": len(session.derive_messages()),
+    }
+
+
+def bench_agent(_header: Any, _events: Any, args: Any) -> dict[str, Any]:
+    turns = 100 if args.quick else 300
+    with no_gc():
+        return {
+            "off": asyncio.run(_agent_run(turns, None, auto=False)),
+            f"{AGENT_WINDOW} tokens": asyncio.run(_agent_run(turns, AGENT_WINDOW)),
+        }
+
+
+def report_agent(result: dict[str, Any], _args: Any) -> None:
+    print("agent loop, two-step tool turns against FakeModelServer (instant answers), per window:")
+    print(
+        f"   {'window':<14}{'turns':>7}{'failed':>8}{'per turn':>11}{'compactions':>13}{'prunes':>8}"
+        f"{'check':>10}{'compacting':>12}{'messages':>10}"
+    )
+    for label, row in result.items():
+        print(
+            f"   {label:<14}{row['turns']:>7}{row['failed']:>8}{row['turn ms']:>8.2f} ms{row['compactions']:>13}"
+            f"{row['prunes']:>8}{row['check ms']:>7.3f} ms{row['compacting check ms']:>9.2f} ms"
+            f"{row['messages sent at the end']:>10}"
+        )
+
+
 SECTIONS: dict[str, Callable[[dshpy.SessionHeader, list[dshpy.SessionEvent], Any], dict[str, Any]]] = {
     "compact": bench_compact,
     "meter_step": bench_meter_step,
     "meter_accuracy": bench_meter_accuracy,
     "derive": lambda _header, _events, args: bench_derive(*build_rewrite_log(args.sizes[-1], args.messages), args),
+    "agent": bench_agent,
 }
 
 REPORTS: dict[str, Callable[[dict[str, Any], Any], None]] = {
@@ -483,6 +582,7 @@ REPORTS: dict[str, Callable[[dict[str, Any], Any], None]] = {
     "meter_step": report_meter_step,
     "meter_accuracy": report_meter_accuracy,
     "derive": report_derive,
+    "agent": report_agent,
 }
 
 
@@ -502,7 +602,7 @@ def main() -> None:
     started = time.perf_counter()
     print(f"dshpy from {dshpy.__file__}\n")
     chosen = args.only or list(SECTIONS)
-    agent_log = any(name != "derive" for name in chosen)
+    agent_log = any(name not in ("derive", "agent") for name in chosen)
     header, events = build_log(args.sizes[-1] + args.steps + 100) if agent_log else (None, [])
     results: dict[str, Any] = {}
     for name in chosen:

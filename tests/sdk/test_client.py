@@ -8,6 +8,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
@@ -142,3 +143,39 @@ def test_http_client_survives_its_idle_connection_being_dropped(tmp_path: Path) 
                 for sock in flood:
                     sock.close()
                 assert client.create_session().id in [s.id for s in client.list_sessions()]
+
+
+def test_compact_session_and_context_usage_over_stdio(tmp_path: Path, model: FakeModelServer) -> None:
+    env = server_env(tmp_path / "home", model.base_url)
+    with dshpy.HarnessClient(profile="sdk", env=env, context_window=50_000, auto_compact=False) as client:
+        session = client.create_session()
+        with pytest.raises(HarnessError) as caught:
+            client.compact_session(session.id)
+        assert caught.value.code == -32000 and caught.value.data["code"] == "empty"
+        for text in ("remember the kiwi " * 100, "and the plum " * 100):
+            client.send_message(session.id, text)
+        before = client.context_usage(session.id)
+        assert before["window"] == 50_000 and 0 < before["ratio"] < 1
+        plan = client.compact_session(session.id, dry_run=True)
+        assert plan["dryRun"] is True and len(plan["shadowedSeqs"]) == 3
+        result = client.compact_session(session.id)
+        assert result["shadowedSeqs"] == plan["shadowedSeqs"]
+        assert result["context"]["used"] < before["used"]
+        assert client.get_session(session.id).context == result["context"]
+        types = [e["type"] for e in client.events(session.id, from_seq=result["startSeq"])]
+        assert types == ["compaction/start", "compaction/summary", "user/message", "compaction/end"]
+
+
+def test_async_client_compacts(tmp_path: Path, model: FakeModelServer) -> None:
+    env = server_env(tmp_path / "home", model.base_url)
+
+    async def scenario() -> dict[str, Any]:
+        async with dshpy.AsyncHarnessClient(profile="sdk", env=env) as client:
+            session = await client.create_session()
+            await client.send_message(session.id, "a long prompt " * 200)
+            await client.send_message(session.id, "again")
+            assert (await client.context_usage(session.id))["window"] == 131_072
+            return await client.compact_session(session.id)
+
+    result = asyncio.run(scenario())
+    assert result["summarySeq"] == result["startSeq"] + 1

@@ -4,6 +4,9 @@
 * :mod:`~dshpy.agent.tools` — ``@tool``, :class:`Tool`, :class:`ToolOutput`, :class:`ToolContext`;
 * :mod:`~dshpy.agent.hooks` — ``turn-start``, ``pre-step``, ``tool-call``, ``turn-stopping`` and the observing
   ``model-request``, ``tool-start``, ``tool-end``, ``turn-end``;
+* :mod:`~dshpy.agent.compaction` — :class:`~dshpy.agent.compaction.AgentCompaction`: the pressure check
+  before each request, overflow recovery, the summary call on the session's route;
+* :mod:`~dshpy.agent.compact_command` — dsh's ``/compact`` (``command/run`` … ``command/done``);
 * :mod:`~dshpy.agent.prologue` — system prompt, ``request/header``, ``request/context`` bookkeeping;
 * :mod:`~dshpy.agent.records` — the event payloads, in dsh's shapes;
 * :mod:`~dshpy.agent.updates` — live :class:`ChunkUpdate` / :class:`EventUpdate`, :class:`TurnResult`.

@@ -31,6 +31,12 @@ in the same step under :class:`RetryPolicy` (``llm/retry``, the wait,
 try. ``finish_reason: length`` ends the turn ``max-tokens`` (the cut message is kept;
 its unfinished tool calls are dropped, never run).
 
+**Compaction** (:mod:`dshpy.agent.compaction`). Before each model request the
+context is measured and, past the threshold, pruned and compacted (its events land
+inside the open step); a request refused with ``CONTEXT_WINDOW_EXCEEDED`` is
+followed by a prune and one maximal compaction, then retried once if the surface
+changed. The model never sees what a checkpoint replaced.
+
 **Cancellation.** :meth:`Agent.cancel` (or cancelling the task awaiting
 :meth:`Agent.run`) ends the turn ``aborted``: text already streamed is kept as an
 ``assistant/message`` marked ``interrupted`` (else the try is an attempt), calls not
@@ -52,6 +58,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from dshpy.compaction import CompactionEngine
 from dshpy.core.events import SessionEvent
 from dshpy.errors import DshError
 from dshpy.llm import chunks as c
@@ -78,6 +85,7 @@ from dshpy.log.records import (
 from dshpy.log.session import Session
 from dshpy.telemetry import observe_agent
 
+from .compaction import AgentCompaction
 from .hooks import Hooks, ModelRequest, PreStep, ToolCallHook, ToolEnd, ToolStart, TurnEnd, TurnStart, TurnStopping
 from .prologue import AgentSetupError, RequestPrologue
 from .records import ABORTED_BEFORE_DISPATCH, ABORTED_RUNNING
@@ -89,6 +97,7 @@ __all__ = ["DEFAULT_MAX_STEPS", "Agent", "AgentBusyError", "AgentSetupError", "C
 log = logging.getLogger("dshpy.agent")
 
 DEFAULT_MAX_STEPS = 25
+CONTEXT_WINDOW_EXCEEDED = "CONTEXT_WINDOW_EXCEEDED"
 CancelReason = Literal["user", "parent", "hook", "disposed"]
 
 
@@ -156,6 +165,12 @@ class Agent:
     calls of a turn, ``max_tokens`` each answer (sent as ``max_tokens`` and logged in
     the request header); ``tool_timeout`` applies to tools without their own.
 
+    ``auto_compact`` keeps the context under the window (see
+    :mod:`dshpy.agent.compaction`): a pressure check before each model request, and
+    one recovery and retry when the provider refuses a request as too long;
+    ``compaction_engine`` replaces the runtime policy. :attr:`compaction` also
+    compacts on demand and reads how full the context is.
+
     Constructed on a session that already has events (a resumed or reopened one),
     the agent first appends ``session/end-seed {}``, as dsh does when it resumes a
     session in a new process (``resume_marker=False`` skips it; a fork's fresh
@@ -178,6 +193,8 @@ class Agent:
         reasoning_replay: ReasoningReplay = "latest-turn",
         resume_marker: bool = True,
         rng: random.Random | None = None,
+        auto_compact: bool = True,
+        compaction_engine: CompactionEngine | None = None,
     ) -> None:
         if max_steps < 1:
             raise ValueError("max_steps must be at least 1")
@@ -201,6 +218,7 @@ class Agent:
         self._rng = rng or random.Random()
         self._hooks = Hooks()
         self._prologue = RequestPrologue(session)
+        self.compaction = AgentCompaction(session, self.client, auto=auto_compact, engine=compaction_engine)
         self._history = ChatHistory(reasoning_replay)
         self._inbox: list[dict[str, Any]] = []
         self._inbox_lock = threading.Lock()
@@ -395,6 +413,7 @@ class Agent:
                 entering = []
                 self._prologue.header(self._request_header())
                 self._prologue.context(self._request_context())
+                await self.compaction.before_request()
                 outcome = await self._call_model(turn, step, sink)
                 if outcome.failure is not None:
                     self._append("step/end", {"turn": number, "step": step})
@@ -499,6 +518,7 @@ class Agent:
         tools = [tool.schema() for tool in self.tools.values()]
         attempt = 0
         retry_id: str | None = None
+        overflow_recovered = False
         while True:
             attempt += 1
             self._history.reasoning = self.reasoning_replay
@@ -520,6 +540,10 @@ class Agent:
                 accumulator.push(c.finish("error", error.failure), _now_ms())
                 self._append("assistant/attempt", attempt_data(number, step, accumulator.records))
                 add_usage(turn.usage, accumulator.usage)
+                if error.code == CONTEXT_WINDOW_EXCEEDED and not overflow_recovered:
+                    overflow_recovered = True  # one recovery per request, as dsh's maxOverflowRetries
+                    if await self.compaction.recover_overflow(error.failure):
+                        continue
                 if not self.retry.should_retry(error, attempt):
                     return _ModelOutcome(failure=error.failure)
                 retry_id = retry_id or f"retry-{uuid.uuid4()}"

@@ -5,10 +5,12 @@ console-script entry point.
 """
 
 from dshpy.cli.app import cli, main
+from dshpy.cli.compact import compact
 from dshpy.cli.migrate import migrate
 from dshpy.cli.search import index, search
 from dshpy.cli.sessions import sessions
 
+sessions.add_command(compact)
 cli.add_command(sessions)
 sessions.add_command(search)
 cli.add_command(index)

@@ -9,7 +9,10 @@ its turn numbering. The system prompt of a continued session is kept unless
 The model settings come from the flags, then the profile (``--profile``, in
 ``$DSHPY_HOME/config.toml``: ``model``, ``base_url``, ``*_timeout``), then the
 ``DEEPSEEK_*`` environment, then the defaults; they are checked before the session
-is opened, so a malformed base URL is an error message, not a retried request.
+is opened, so a malformed base URL is an error message, not a retried request. The
+context window is ``--context-window``, else ``config.toml``'s ``[models."NAME"]
+context_window``, else the model's default; the agent compacts the history when it
+fills up unless ``--no-auto-compact`` (or ``[compaction] auto = false``).
 
 ``run`` answers one prompt: the answer streams to stdout, notes (tool calls, retries,
 the session id) go to stderr, ``--json`` prints one result object instead. Exit 0
@@ -20,10 +23,12 @@ interrupted with Ctrl-C.
 OpenTelemetry traces and metrics (README "Telemetry"); they are flushed before the
 command exits.
 
-``chat`` is a REPL on stdin: each line is a prompt, except ``/history``, ``/stats``,
-``/fork [SEQ]`` (continue in a fork of the session, at SEQ or its end), ``/help`` and
-``/exit``. Ctrl-C while the model answers cancels that turn (logged ``aborted``, the
-streamed text kept as an interrupted message) and returns to the prompt.
+``chat`` is a REPL on stdin: each line is a prompt, except ``/history``, ``/stats``
+(tokens, and how full the context is), ``/compact`` (dsh's: condense the history
+now, logged as ``command/run`` / ``command/done``), ``/fork [SEQ]`` (continue in a
+fork of the session, at SEQ or its end), ``/help`` and ``/exit``. Ctrl-C while the
+model answers cancels that turn (logged ``aborted``, the streamed text kept as an
+interrupted message) and returns to the prompt.
 """
 
 from __future__ import annotations
@@ -33,12 +38,13 @@ import contextlib
 import os
 import signal
 from collections.abc import Callable, Coroutine, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 import click
 
 from dshpy.agent import Agent, TurnResult
+from dshpy.agent.compact_command import run_compact_command
 from dshpy.agent.loop import DEFAULT_MAX_STEPS
 from dshpy.agent.memory_tools import memory_tools
 from dshpy.agent.tools import Tool
@@ -47,6 +53,7 @@ from dshpy.errors import DshError
 from dshpy.llm.client import API_KEY_HINT, ChatClient, ModelConfig, ModelConfigError
 from dshpy.log.continuation import system_prompt_text
 from dshpy.log.session import Session
+from dshpy.sdk.model_settings import ModelSettings, load_model_settings
 from dshpy.sdk.profiles import ProfileError, load_profile
 from dshpy.storage.contract import SessionStore
 from dshpy.telemetry import TelemetrySwitch
@@ -54,7 +61,7 @@ from dshpy.telemetry import TelemetrySwitch
 from . import render
 from .app import AppState, CliError, common_options, describe_error, emit_json, pass_state
 from .live import LivePrinter
-from .model_options import model_timeout_options
+from .model_options import compaction_options, model_timeout_options
 from .telemetry_options import telemetry_options, telemetry_running
 
 __all__ = ["chat", "run"]
@@ -81,6 +88,9 @@ class _Options:
     """``--memory`` / ``--no-memory`` (``None``: the profile's ``memory``, else off)."""
     memory_scope: str | None = None
     """``--memory-scope`` (``None``: the profile's ``memory_scope``, else ``cwd``)."""
+    context_window: int | None = None
+    auto_compact: bool | None = None
+    """The ``--context-window`` and ``--auto-compact/--no-auto-compact`` flags (``None``: the config file's)."""
 
     def memory_tools(self, store: SessionStore) -> list[Tool]:
         """The memory tools when the flags or the profile turn them on (the flag wins), else none."""
@@ -111,11 +121,19 @@ class _Options:
                 model=self.model or profile.model,
                 timeouts=profile.timeouts(connect=connect, read=read, total=total),
             )
+            config = replace(config, context_window=self.settings().context_window(config.model, self.context_window))
         except (ProfileError, ModelConfigError) as error:
             raise CliError(str(error)) from None
         if not config.api_key:
             raise CliError(f"no API key: {API_KEY_HINT}")
         return config
+
+    def settings(self) -> ModelSettings:
+        return load_model_settings()
+
+    def auto(self) -> bool:
+        """Whether the agent compacts on its own: the flag, else ``[compaction] auto``, else yes."""
+        return self.auto_compact if self.auto_compact is not None else self.settings().auto_compact
 
 
 def _agent_options(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -166,7 +184,7 @@ def _agent_options(func: Callable[..., Any]) -> Callable[..., Any]:
     ]
     for option in reversed(options):
         func = option(func)
-    return telemetry_options(model_timeout_options(func))
+    return telemetry_options(compaction_options(model_timeout_options(func)))
 
 
 def _open_session(store: SessionStore, session_id: str | None) -> Session:
@@ -185,6 +203,7 @@ def _make_agent(session: Session, client: ChatClient, options: _Options, tools: 
         tools=tools,
         max_steps=options.max_steps,
         max_tokens=options.max_tokens,
+        auto_compact=options.auto(),
     )
 
 
@@ -224,10 +243,24 @@ def run(
     read_timeout: float | None,
     total_timeout: float | None,
     telemetry: TelemetrySwitch,
+    context_window: int | None,
+    auto_compact: bool | None,
 ) -> None:
     """Answer PROMPT in a session (streamed to stdout) and print the session id (on stderr)."""
     timeouts = (connect_timeout, read_timeout, total_timeout)
-    options = _Options(model, base_url, system, max_steps, max_tokens, profile, timeouts, memory, memory_scope)
+    options = _Options(
+        model,
+        base_url,
+        system,
+        max_steps,
+        max_tokens,
+        profile,
+        timeouts,
+        memory,
+        memory_scope,
+        context_window,
+        auto_compact,
+    )
     config = options.config()
     with options.telemetry(telemetry):
         _run(state, prompt, session_id, options, config, reasoning)
@@ -270,7 +303,7 @@ def _run(
 
 # -- chat -----------------------------------------------------------------------------------
 
-_HELP = "commands: /history  /stats  /fork [SEQ]  /help  /exit   (Ctrl-C cancels a running answer)"
+_HELP = "commands: /history  /stats  /compact  /fork [SEQ]  /help  /exit   (Ctrl-C cancels a running answer)"
 
 
 class _Repl:
@@ -335,6 +368,8 @@ class _Repl:
             render.transcript(self.state.out, self.session)
         elif name == "/stats":
             self.stats()
+        elif name == "/compact":
+            self.compact(line[len(name) :])
         elif name == "/fork":
             self.fork(argument)
         else:
@@ -356,8 +391,23 @@ class _Repl:
         click.echo(
             f"tokens: {tokens.input_tokens} input, {tokens.cache_read_tokens} cached input, "
             f"{tokens.output_tokens} output ({tokens.reasoning_tokens} reasoning); "
-            f"{usage.messages} model answers, {usage.failed_attempts} failed attempts"
+            f"{usage.messages} model answers, {usage.failed_attempts} failed attempts, "
+            f"{usage.summaries} compaction summaries"
         )
+        click.echo(f"context: {render.context_text(self.agent.compaction.usage().to_dict())}")
+
+    def compact(self, args: str) -> None:
+        """dsh's ``/compact``: logged as ``command/run`` / ``command/done``; its outcome printed as dsh words it."""
+        try:
+            outcome = self.call(run_compact_command(self.session, self.agent.compaction, args))
+        except DshError as error:
+            click.echo(f"Error: {describe_error(error).message}", err=True)
+            return
+        if outcome.ok:
+            click.echo(outcome.text)
+            click.echo(f"context: {render.context_text(self.agent.compaction.usage().to_dict())}")
+        else:
+            click.echo(f"Error: {outcome.text}", err=True)
 
     def fork(self, argument: str) -> None:
         boundary: int | None = None
@@ -402,10 +452,24 @@ def chat(
     read_timeout: float | None,
     total_timeout: float | None,
     telemetry: TelemetrySwitch,
+    context_window: int | None,
+    auto_compact: bool | None,
 ) -> None:
     """Chat with a model in a session: one prompt per line (/help lists the commands)."""
     timeouts = (connect_timeout, read_timeout, total_timeout)
-    options = _Options(model, base_url, system, max_steps, max_tokens, profile, timeouts, memory, memory_scope)
+    options = _Options(
+        model,
+        base_url,
+        system,
+        max_steps,
+        max_tokens,
+        profile,
+        timeouts,
+        memory,
+        memory_scope,
+        context_window,
+        auto_compact,
+    )
     config = options.config()
     with options.telemetry(telemetry):
         _chat(state, session_id, options, config, reasoning)

@@ -1,9 +1,9 @@
 """Printing a running turn: the answer on stdout as it streams, everything else on stderr.
 
 stdout gets only the model's answer text, so ``dshpy run "…" > answer.txt`` captures
-exactly the answer; reasoning (with ``--reasoning``), tool calls, failed tools and
-retries are progress notes on stderr. Model text is printed as plain text, never
-interpreted as markup, with control characters escaped.
+exactly the answer; reasoning (with ``--reasoning``), tool calls, failed tools,
+retries and compactions are progress notes on stderr. Model text is printed as plain
+text, never interpreted as markup, with control characters escaped.
 """
 
 from __future__ import annotations
@@ -68,11 +68,16 @@ class LivePrinter:
             arguments = str(data["arguments"])
             shown = arguments if len(arguments) <= 200 else arguments[:199] + "…"
             self.note(f"→ {data['name']}({shown})")
-        elif event.type == "tool/result" and data["message"].get("isError"):
+        elif event.type == "tool/result" and event.surface_op == "append" and data["message"].get("isError"):
             error = data.get("error") or {}
             self.note(f"✗ tool error {error.get('code', '')}".rstrip())
         elif event.type == "assistant/attempt":
             self.note("(the model call failed)")
+        elif event.type == "compaction/summary":
+            count, tokens = len(data["shadowedSeqs"]), data["shadowedTokenCount"]
+            self.note(f"(compacted {count} history items, ~{tokens:,} tokens, into a summary)")
+        elif event.type == "compaction/prune":
+            self.note(f"(pruned a long tool result, ~{data['shadowedTokenCount']:,} tokens)")
         elif event.type == "llm/retry":
             failure = data.get("failure") or {}
             self.note(

@@ -9,7 +9,7 @@ output move the cursor or recolour the screen.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
@@ -43,6 +43,7 @@ __all__ = [
     "Activity",
     "activity",
     "clean",
+    "context_text",
     "event_line",
     "event_summary",
     "format_time",
@@ -251,7 +252,17 @@ def stats_view(result: dict[str, Any], *, price_hint: str | None) -> RenderableT
 # -- show -----------------------------------------------------------------------------------
 
 
-def session_card(info: SessionInfo, stats: dict[str, Any], title: str | None) -> RenderableType:
+def context_text(context: Mapping[str, Any]) -> str:
+    """``ContextUsage.to_dict()`` for people: "62% used (81,234 of 131,072 tokens)"."""
+    used, window = context["used"], context.get("window")
+    if not window:
+        return f"{used:,} tokens (context window unknown)"
+    return f"{min(100, round(used / window * 100))}% used ({used:,} of {window:,} tokens)"
+
+
+def session_card(
+    info: SessionInfo, stats: dict[str, Any], title: str | None, context: Mapping[str, Any] | None = None
+) -> RenderableType:
     """Header fields and counts of one session."""
     header = info.header
     rows: list[tuple[str, Text | str]] = []
@@ -278,6 +289,8 @@ def session_card(info: SessionInfo, stats: dict[str, Any], title: str | None) ->
     )
     if stats["forks"]:
         rows.append(("forks", ", ".join(stats["forks"])))
+    if context is not None:
+        rows.append(("context", context_text(context)))
     parts: list[RenderableType] = [Text.assemble(("session ", "bold"), (info.id, "bold cyan"))]
     parts.extend(Text.assemble((f"{label:<9}", "dim"), value) for label, value in rows)
     if stats["pendingRepair"]:

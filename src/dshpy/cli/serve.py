@@ -10,7 +10,7 @@ import click
 from dshpy.telemetry import TelemetrySwitch
 
 from .app import AppState, CliError, common_options, pass_state
-from .model_options import model_timeout_options
+from .model_options import compaction_options, model_timeout_options
 from .telemetry_options import telemetry_options
 
 __all__ = ["serve"]
@@ -57,6 +57,7 @@ __all__ = ["serve"]
 @click.option("--max-steps", type=click.IntRange(min=1), default=25, show_default=True, help="Model calls per turn.")
 @click.option("--max-tokens", type=click.IntRange(min=1), help="Token limit of each answer.")
 @model_timeout_options
+@compaction_options
 @click.option(
     "--max-request-bytes", type=click.IntRange(min=1024), default=1 << 20, show_default=True, help="Frame size limit."
 )
@@ -115,6 +116,8 @@ def serve(
     connect_timeout: float | None,
     read_timeout: float | None,
     total_timeout: float | None,
+    context_window: int | None,
+    auto_compact: bool | None,
     max_request_bytes: int,
     allowed_origins: tuple[str, ...],
     allow_http_shutdown: bool,
@@ -168,6 +171,8 @@ def serve(
         max_connections=max_connections,
         max_streams=max_streams,
         telemetry=telemetry,
+        context_window=context_window,
+        auto_compact=auto_compact,
     )
     try:
         code = run_server(options)

@@ -1,5 +1,7 @@
 """``dshpy sessions …``: list, show, log, stats, fork, repair, export, import, delete, archive, pause, resume.
 
+(``compact`` lives in :mod:`dshpy.cli.compact`: it calls a model.)
+
 Each command is a thin layer over the :class:`~dshpy.SessionStore` API; read-only
 commands (``list``, ``show``, ``log``, ``stats``, ``export``) never create a store and
 never append to a session (``show`` displays crash repair in memory, as
@@ -24,6 +26,7 @@ import click
 import orjson
 from rich.text import Text
 
+from dshpy.compaction.meter import context_usage
 from dshpy.core.events import SessionEvent
 from dshpy.core.ids import check_session_id
 from dshpy.core.json import dumps, loads, thaw
@@ -129,7 +132,7 @@ def list_sessions(
 @common_options
 @pass_state
 def show(state: AppState, session_id: str, full: bool) -> None:
-    """Show a session's header, counts and its transcript (the messages the model sees).
+    """Show a session's header, counts, how full its context is, and its transcript (the messages the model sees).
 
     An interrupted last turn is shown closed, as `repair` would close it, but nothing is written.
     """
@@ -152,6 +155,7 @@ def show(state: AppState, session_id: str, full: bool) -> None:
         "forks": list(info.forks),
         "pendingRepair": session.pending_count,
     }
+    context = context_usage(session).to_dict()
     if state.json:
         header = info.header.to_record()
         del header["type"]
@@ -160,11 +164,12 @@ def show(state: AppState, session_id: str, full: bool) -> None:
                 "session": {**info.to_dict(), **header},
                 "title": title,
                 "stats": stats,
+                "context": context,
                 "messages": [{"seq": message.seq, "message": message.to_dict()} for message in messages],
             }
         )
         return
-    state.out.print(render.session_card(info, stats, title))
+    state.out.print(render.session_card(info, stats, title, context))
     state.out.print()
     render.transcript(state.out, session, full=full)
 

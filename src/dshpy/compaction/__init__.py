@@ -52,13 +52,19 @@ from dshpy.compaction.pruner import PRUNE_MARKER, PrunedResult, PruneResult, Too
 from dshpy.compaction.strategy import Budgets, CompactionStrategy, Span
 from dshpy.compaction.summarizer import AsyncSummarizer, Summarizer, SummaryOutput, SummaryRequest
 from dshpy.compaction.transaction import CompactionPlan, CompactionResult
-from dshpy.compaction.window import DEFAULT_CONTEXT_WINDOWS, default_context_window
+from dshpy.compaction.window import (
+    DEFAULT_CONTEXT_WINDOWS,
+    DEFAULT_OUTPUT_LIMITS,
+    default_context_window,
+    default_output_limit,
+)
 
 __all__ = [
     "CHECKPOINT_PREAMBLE",
     "DEFAULT_CONTEXT_WINDOWS",
     "DEFAULT_ENGINE",
     "DEFAULT_METER",
+    "DEFAULT_OUTPUT_LIMITS",
     "DEFAULT_RETAIN_RATIO",
     "PRUNE_MARKER",
     "SUMMARY_CLOSE_TAG",
@@ -90,6 +96,7 @@ __all__ = [
     "compact",
     "context_usage",
     "default_context_window",
+    "default_output_limit",
     "estimate_content",
     "estimate_message",
     "estimate_tools",

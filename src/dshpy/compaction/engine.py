@@ -130,10 +130,10 @@ class CompactionEngine:
     ) -> CompactionPlan:
         """Select a span (or check ``span``: its first and last surface seq) and build its summary request.
 
-        Read-only: nothing is appended. ``retain_tokens`` of recent history stay
-        verbatim (0: only the newest node, dsh's manual and overflow compaction).
+        Read-only: nothing is appended, and a read-only view (``store.inspect``) can be
+        planned — a dry run. ``retain_tokens`` of recent history stay verbatim (0: only
+        the newest node, dsh's manual and overflow compaction).
         """
-        _check_writable(session)
         _check_idle(session)
         measurement = self.meter.measure(session)
         if span is None:
@@ -207,6 +207,7 @@ class CompactionEngine:
     ) -> Flow[CompactionResult]:
         attempt = 0
         while True:
+            _check_writable(session)  # before the model is asked for a summary that could not be stored
             plan = self.plan(session, retain_tokens=retain_tokens, span=span, source_command_id=source_command_id)
             answer = yield plan.request
             try:
@@ -245,12 +246,12 @@ class CompactionEngine:
             result=result,
         )
 
-    def _overflow_flow(self, session: Session, *, prune: bool) -> Flow[OverflowRecovery]:
+    def _overflow_flow(self, session: Session, *, prune: bool, retain_tokens: int) -> Flow[OverflowRecovery]:
         pruned = PruneResult()
         if prune and session.open_turn is not None:
             pruned = self.pruner.prune(session, clock=self._clock)
         try:
-            result: CompactionResult | None = yield from self._compact_flow(session, 0, None, None, True, 1)
+            result: CompactionResult | None = yield from self._compact_flow(session, retain_tokens, None, None, True, 1)
         except NothingToCompactError:
             result = None
         return OverflowRecovery(pruned, result)
@@ -316,19 +317,29 @@ class CompactionEngine:
         """:meth:`compact_if_needed` with an async (or sync) summarizer."""
         return await _adrive(self._pressure_flow(session, window=window, prune=prune), summarizer)
 
-    def recover_overflow(self, session: Session, summarizer: Summarizer, *, prune: bool = True) -> OverflowRecovery:
+    def recover_overflow(
+        self, session: Session, summarizer: Summarizer, *, prune: bool = True, retain_tokens: int = 0
+    ) -> OverflowRecovery:
         """After the provider refused a request as too long: prune, then one maximal head compaction.
 
         Retry the request only if :attr:`OverflowRecovery.changed`; otherwise the
-        original error stands (dsh's overflow recovery).
+        original error stands (dsh's overflow recovery). ``retain_tokens`` keeps a
+        tail verbatim instead (0: only the newest node, dsh's choice) — for a caller
+        that knows the whole span would not fit the summary call's own window.
         """
-        return _drive(self._overflow_flow(session, prune=prune), summarizer)
+        return _drive(self._overflow_flow(session, prune=prune, retain_tokens=retain_tokens), summarizer)
 
     async def arecover_overflow(
-        self, session: Session, summarizer: Summarizer | AsyncSummarizer, *, prune: bool = True
+        self,
+        session: Session,
+        summarizer: Summarizer | AsyncSummarizer,
+        *,
+        prune: bool = True,
+        retain_tokens: int = 0,
     ) -> OverflowRecovery:
         """:meth:`recover_overflow` with an async (or sync) summarizer."""
-        return await _adrive(self._overflow_flow(session, prune=prune), summarizer)
+        flow = self._overflow_flow(session, prune=prune, retain_tokens=retain_tokens)
+        return await _adrive(flow, summarizer)
 
     def prune(self, session: Session, *, flush: bool = True) -> PruneResult:
         """Prune every oversized tool result of the current surface (needs an open turn)."""

@@ -48,6 +48,21 @@ class CompactionPlan:
     request: SummaryRequest
     source_command_id: str | None = None
 
+    def to_dict(self) -> dict[str, Any]:
+        """What a dry run reports: the span (dsh's ``shadowed*`` names) and the summary call it would make."""
+        span, request = self.span, self.request
+        return {
+            "shadowedRange": {"start": span.start_seq, "end": span.end_seq},
+            "shadowedSeqs": list(span.seqs),
+            "shadowedTokenCount": span.token_count,
+            "summaryRequest": {
+                "provider": request.provider,
+                "model": request.model,
+                "messages": len(request.messages) + 1,
+                "maxTokens": request.max_tokens,
+            },
+        }
+
 
 @dataclass(frozen=True, slots=True)
 class CompactionResult:

@@ -9,7 +9,9 @@ source, id}``, a tool result message ``{role, source, toolCallId, content, isErr
 id}``, ``assistant/message`` data ``{turn, step, message, usage, stream}``. The
 ``compaction/*`` shapes follow the 0.2.1rc2 runtime's compaction packages:
 ``{compactionId, sourceCommandId?, turn, error?}`` for the brackets, and the summary
-record's fields in the order its transaction spreads them.
+record's fields in the order its transaction spreads them. ``command/run`` and
+``command/done`` are the command registry's (``{commandId, name, args?, source}``,
+``{commandId, kind, text?, sourceEventSeq?}``).
 
 Message ids are fresh (:func:`~dshpy.core.ids.new_message_id`) unless the caller
 passes ``message_id`` (test builders do, for stable ids).
@@ -35,6 +37,8 @@ __all__ = [
     "checkpoint_source",
     "claim_splice",
     "closer_result_data",
+    "command_done_data",
+    "command_run_data",
     "compaction_bracket_data",
     "compaction_prune_data",
     "compaction_summary_data",
@@ -318,6 +322,33 @@ def checkpoint_source(compaction_id: str, source_command_id: str | None = None) 
     if source_command_id is not None:
         source["sourceCommandId"] = source_command_id
     return source
+
+
+def command_run_data(
+    command_id: str, name: str, args: str | None = None, *, source: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """``command/run``: a slash command entered its handler (``args``: the raw text after its name, as typed;
+    ``None`` for a command that does not record its input). ``source`` defaults to ``{"kind": "user"}``."""
+    data: dict[str, Any] = {"commandId": command_id, "name": name}
+    if args is not None:
+        data["args"] = args
+    data["source"] = dict(source) if source is not None else {"kind": "user"}
+    return data
+
+
+def command_done_data(
+    command_id: str, kind: str, text: str | None = None, *, source_event_seq: int | None = None
+) -> dict[str, Any]:
+    """``command/done``: how the command settled (``success`` or ``error``), its message, and for a success
+    the event it produced (``/compact``: the ``compaction/summary``)."""
+    if kind not in ("success", "error"):
+        raise ValueError(f"a command settles as success or error, not {kind!r}")
+    data: dict[str, Any] = {"commandId": command_id, "kind": kind}
+    if text is not None:
+        data["text"] = text
+    if kind == "success" and source_event_seq is not None:
+        data["sourceEventSeq"] = source_event_seq
+    return data
 
 
 def message_text(event: SessionEvent) -> str:

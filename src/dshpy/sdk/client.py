@@ -43,6 +43,12 @@ class SessionRecord:
     created_at: int | None = None
     raw: dict[str, Any] = field(default_factory=dict, repr=False)
 
+    @property
+    def context(self) -> dict[str, Any] | None:
+        """How full the context window is, from ``session.get``: ``{used, window, ratio}`` (``None`` elsewhere)."""
+        context = self.raw.get("context")
+        return dict(context) if isinstance(context, Mapping) else None
+
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> SessionRecord:
         """Read the session info of ``session.create``/``fork``/``get``/``list``; missing fields keep their defaults."""
@@ -128,7 +134,9 @@ class HarnessClient:
     ``timeout`` bounds each call to the server. ``connect_timeout``, ``read_timeout``
     and ``total_timeout`` (seconds) are the server's limits for its model requests;
     like ``model`` and ``base_url`` they override the profile and apply to the server
-    this client starts (a server at ``url`` keeps its own settings).
+    this client starts (a server at ``url`` keeps its own settings), as do
+    ``context_window`` (tokens) and ``auto_compact`` (``False``: no automatic
+    compaction; default: ``config.toml``'s ``[compaction] auto``).
     """
 
     def __init__(
@@ -147,6 +155,8 @@ class HarnessClient:
         connect_timeout: float | None = None,
         read_timeout: float | None = None,
         total_timeout: float | None = None,
+        context_window: int | None = None,
+        auto_compact: bool | None = None,
     ) -> None:
         self.profile = profile
         self.timeout = timeout
@@ -170,6 +180,10 @@ class HarnessClient:
             ):
                 if seconds is not None:
                     args += [flag, repr(float(seconds))]
+            if context_window is not None:
+                args += ["--context-window", str(int(context_window))]
+            if auto_compact is not None:
+                args.append("--auto-compact" if auto_compact else "--no-auto-compact")
             environ = dict(env or {})
             if api_key is not None:
                 environ["DEEPSEEK_API_KEY"] = api_key
@@ -277,6 +291,21 @@ class HarnessClient:
         options |= {"operators": operators, "limit": limit, "cursor": cursor}
         result: dict[str, Any] = self.request("session.search", _search_params(query, options))
         return result
+
+    def compact_session(self, session_id: str, *, dry_run: bool = False) -> dict[str, Any]:
+        """Condense the session's history now (all but the newest message), with the server's model.
+
+        Answers dsh's ``CompactionResult`` (``compactionId``, ``startSeq``, ``summarySeq``,
+        ``endSeq``, ``shadowedSeqs``, ``shadowedTokenCount``, …) and ``context``; with
+        ``dry_run`` the span it would condense, writing nothing. While a turn runs it
+        raises :class:`HarnessError` -32002 (``data["code"] == "busy"``); with nothing to
+        compact, -32000 with ``data["code"] == "empty"``.
+        """
+        return dict(self.request("session.compact", {"sessionId": session_id, "dryRun": dry_run}))
+
+    def context_usage(self, session_id: str) -> dict[str, Any]:
+        """How full the session's context window is: ``{used, window, ratio}`` ("62% used" is ``ratio`` 0.62)."""
+        return dict(self.request("session.get", {"sessionId": session_id, "projections": False})["context"])
 
     # -- turns ----------------------------------------------------------------------
 
@@ -421,6 +450,15 @@ class AsyncHarnessClient:
         options |= {"operators": operators, "limit": limit, "cursor": cursor}
         result: dict[str, Any] = await self.request("session.search", _search_params(query, options))
         return result
+
+    async def compact_session(self, session_id: str, *, dry_run: bool = False) -> dict[str, Any]:
+        """See :meth:`HarnessClient.compact_session`."""
+        return dict(await self.request("session.compact", {"sessionId": session_id, "dryRun": dry_run}))
+
+    async def context_usage(self, session_id: str) -> dict[str, Any]:
+        """See :meth:`HarnessClient.context_usage`."""
+        params = {"sessionId": session_id, "projections": False}
+        return dict((await self.request("session.get", params))["context"])
 
     async def send_message(self, session_id: str, text: str) -> Response:
         """Run one turn (the session is created if it does not exist) and return how it ended."""

@@ -59,6 +59,9 @@ class ServeOptions:
     max_streams: int = 64
     telemetry: TelemetrySwitch = field(default_factory=TelemetrySwitch)
     """``--otel`` and co.; unset, the profile's ``otel`` key and then ``$DSHPY_OTEL`` decide."""
+    context_window: int | None = None
+    auto_compact: bool | None = None
+    """``None``: ``config.toml``'s ``[compaction] auto`` (default on)."""
 
 
 def _make_home(url: str, home: Path) -> None:
@@ -80,6 +83,7 @@ def _make_home(url: str, home: Path) -> None:
 def run_server(options: ServeOptions, *, announce: bool = True) -> int:
     """Build the store and runtime from ``options`` and serve until shutdown/EOF. Returns an exit code."""
     from dshpy.llm.config import ModelConfig
+    from dshpy.sdk.model_settings import load_model_settings
     from dshpy.sdk.profiles import load_profile
     from dshpy.storage.urls import default_store_url, dshpy_home, open_store
 
@@ -88,8 +92,10 @@ def run_server(options: ServeOptions, *, announce: bool = True) -> int:
     from .stdio import serve_stdio
 
     profile = load_profile(options.profile)
+    model_settings = load_model_settings()
     url = options.store_url or profile.store or default_store_url()
     _make_home(url, dshpy_home())
+    auto = options.auto_compact if options.auto_compact is not None else model_settings.auto_compact
     settings = ServerSettings(
         model=options.model or profile.model,
         base_url=options.base_url or profile.base_url,
@@ -99,6 +105,9 @@ def run_server(options: ServeOptions, *, announce: bool = True) -> int:
         timeouts=profile.timeouts(
             connect=options.connect_timeout, read=options.read_timeout, total=options.total_timeout
         ),
+        context_window=options.context_window,
+        auto_compact=auto,
+        model_settings=model_settings,
     )
     # Checked now (ModelConfigError), not at the first prompt: a malformed base URL is a
     # configuration mistake, and the server would otherwise start and only fail later.

@@ -35,14 +35,16 @@ from typing import Any
 
 from dshpy.agent import Agent, TurnResult
 from dshpy.core.events import SessionEvent
-from dshpy.llm.client import ChatClient, ModelConfig, ModelConfigError, ModelTimeouts
+from dshpy.llm.client import DEFAULT_MODEL, ChatClient, ModelConfig, ModelConfigError, ModelTimeouts
 from dshpy.log.continuation import append_resume_marker, system_prompt_text
 from dshpy.log.records import user_message
 from dshpy.log.session import Session
+from dshpy.sdk.model_settings import ModelSettings
 from dshpy.storage.contract import SessionStore
 from dshpy.telemetry import captured_context, remote_parent, within_context
 
 from . import query_methods
+from .compaction import compact_session, context_of
 from .hub import Hub, Peer
 from .limits import ServerLimits
 from .live import Live, LiveSessions, Queued
@@ -82,6 +84,11 @@ class ServerSettings:
     max_steps: int = 25
     cwd: str = field(default_factory=os.getcwd)
     timeouts: ModelTimeouts = field(default_factory=ModelTimeouts)
+    context_window: int | None = None
+    """``--context-window``: overrides the config file's window for every model."""
+    auto_compact: bool = True
+    model_settings: ModelSettings = field(default_factory=ModelSettings)
+    """``config.toml``'s ``[models."…"]`` windows."""
 
 
 def _text_size(blocks: Iterable[dict[str, Any]]) -> int:
@@ -163,6 +170,7 @@ class Runtime:
             "session.subscribe": self.subscribe,
             "session.unsubscribe": self.unsubscribe,
             "session.search": self.search,
+            "session.compact": lambda p, _peer: compact_session(self, p),
         }
 
     # -- dispatch -----------------------------------------------------------------
@@ -290,7 +298,8 @@ class Runtime:
                 config = ModelConfig.from_env(
                     base_url=settings.base_url, model=settings.model, timeouts=settings.timeouts
                 )
-                self._client = ChatClient(config)
+                window = settings.model_settings.context_window(config.model, settings.context_window)
+                self._client = ChatClient(replace(config, context_window=window))
                 self._client_model = settings.model
             except ModelConfigError as error:  # no API key, a malformed base URL: never worth retrying
                 raise RpcError(MODEL_NOT_CONFIGURED, str(error)) from None
@@ -327,15 +336,37 @@ class Runtime:
                 max_tokens=settings.max_tokens,
                 reasoning_effort=settings.reasoning_effort,
                 resume_marker=False,
+                auto_compact=settings.auto_compact,
             )
         return live.agent
+
+    # -- for the compaction methods (server/compaction.py) ------------------------
+
+    async def open_live(self, session_id: str) -> Live:
+        """The stored session ``session_id``, held live (-32001 if it does not exist)."""
+        return await self._open(session_id, create=False)
+
+    def agent_of(self, live: Live) -> Agent:
+        """The session's agent (made on first use; -32006 without a model)."""
+        self._adopt_model_change()
+        return self._agent(live)
+
+    def context_window(self) -> int | None:
+        """The window of the model the server talks to (for sessions whose log names none)."""
+        settings = self.settings
+        model = settings.model or os.environ.get("DEEPSEEK_MODEL") or DEFAULT_MODEL
+        return settings.model_settings.context_window(model, settings.context_window)
 
     def _enqueue(self, live: Live, item: Queued) -> None:
         self._adopt_model_change()
         self._agent(live)
         item.trace = captured_context()  # the request's trace context, for the turn that runs it later
         self.live.push(live, item)
-        if not live.running:
+        self.drain(live)
+
+    def drain(self, live: Live) -> None:
+        """Run the session's queued prompts, unless its worker is busy (a turn, or a compaction)."""
+        if live.queue and not live.running:
             name = f"dshpy-serve-{live.session.id}"
             live.worker = asyncio.get_running_loop().create_task(self._work(live), name=name)
 
@@ -583,6 +614,7 @@ class Runtime:
         result["running"] = live is not None and live.running
         result["openTurn"] = session.open_turn
         result["messages"] = messages
+        result["context"] = context_of(session, self.context_window())
         if projections:
             result["projections"] = _snapshot(session)
         return result
@@ -596,7 +628,8 @@ class Runtime:
             session.close()
 
     async def get(self, p: Params, _peer: Peer | None) -> Any:
-        """``session.get``: header, event and message counts, ``running``, ``openTurn`` and the projection snapshot.
+        """``session.get``: header, event and message counts, ``running``, ``openTurn``, ``context`` (how full the
+        context window is: ``{used, window, ratio}``) and the projection snapshot.
 
         ``projections: false`` skips the snapshot, the part whose cost grows with the
         log. A session this server does not hold is read without opening it for writing.

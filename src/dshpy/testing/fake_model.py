@@ -34,12 +34,12 @@ import math
 import socket
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
 
-__all__ = ["FakeModelServer", "Reply", "SilentPort", "ToolCall", "Usage", "prompt_tokens"]
+__all__ = ["FakeModelServer", "Reply", "Responder", "SilentPort", "ToolCall", "Usage", "prompt_tokens"]
 
 UsagePosition = Literal["finish", "separate", "first", "none"]
 
@@ -345,11 +345,15 @@ def _with_prompt(usage: dict[str, Any], prompt: int) -> dict[str, Any]:
     return usage
 
 
+Responder = Callable[[dict[str, Any]], "Reply | None"]
+
+
 @dataclass
 class _State:
     script: list[Reply]
     default: Reply | None
     context_window: int | None = None
+    responder: Responder | None = None
     prompt_sizes: list[int] = field(default_factory=list)
     refused: int = 0
     requests: list[dict[str, Any]] = field(default_factory=list)
@@ -401,7 +405,9 @@ class _Handler(BaseHTTPRequestHandler):
                 reply: Reply | None = Reply.context_window_exceeded(window=window, requested=prompt)
                 state.refused += 1
             else:
-                reply = state.script.pop(0) if state.script else state.default
+                reply = state.responder(body) if state.responder is not None and isinstance(body, dict) else None
+                if reply is None:
+                    reply = state.script.pop(0) if state.script else state.default
             number = next(state.counter)
             state.arrived.notify_all()
         if reply is None:
@@ -494,12 +500,23 @@ class FakeModelServer:
     """
 
     def __init__(
-        self, script: Iterable[Reply] = (), *, default: Reply | None = None, context_window: int | None = None
+        self,
+        script: Iterable[Reply] = (),
+        *,
+        default: Reply | None = None,
+        context_window: int | None = None,
+        responder: Responder | None = None,
     ) -> None:
-        """``context_window``: refuse prompts over this many tokens (see the module doc); ``None``: no limit."""
+        """``context_window``: refuse prompts over this many tokens (see the module doc); ``None``: no limit.
+
+        ``responder(body)`` sees every request the window admits (under the server's
+        lock: keep it quick) and may answer it with a :class:`Reply` chosen by content —
+        a compaction's summary request, say — or return ``None`` to take the next
+        scripted reply.
+        """
         if context_window is not None and (type(context_window) is not int or context_window < 1):
             raise ValueError(f"context_window must be a positive integer, got {context_window!r}")
-        self._state = _State(list(script), default, context_window)
+        self._state = _State(list(script), default, context_window, responder)
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
 

@@ -25,7 +25,12 @@ import their base from here, so this module stays the lowest layer::
     │   ├── ReadOnlyStoreError    the store can be read but not written (read-only filesystem or permissions)
     │   ├── CorruptSessionError   stored bytes are damaged before the recoverable tail
     │   └── FormatVersionError    stored data uses a format this build cannot read
-    │       └── UnknownEventTypeError  a required (non-ignorable) event type we do not know
+    │       ├── UnknownEventTypeError  a required (non-ignorable) event type we do not know
+    │       └── MigrationRefusedError  an upgrade edge cannot convert an old log; it stays as stored
+    │                                  [log.formats.chain]
+    ├── FormatError               a stored record lacks the shape its format version requires; a store
+    │                             reports it as CorruptSessionError, an upgrade edge as its refusal
+    │                             [log.formats.chain]
     ├── ZstdFrameError            a complete zstd frame is damaged; the JSONL backend reports it as
     │                             CorruptSessionError, it never reaches a store's caller [storage.jsonl.zstd_frames]
     ├── ConfigError               a setting (config file, flag, environment variable) is unusable; names it
@@ -45,7 +50,7 @@ import their base from here, so this module stays the lowest layer::
         └── DataError             damaged or unreadable data: exit 2 [cli.app]
 
 Classes that were ``ValueError`` before they joined the tree still are
-(``NotJsonError``, ``ZstdFrameError``, every ``ConfigError``), as are
+(``NotJsonError``, ``ZstdFrameError``, ``FormatError``, every ``ConfigError``), as are
 ``EventError`` and ``InvalidSessionIdError``; ``SessionNotFound`` is a ``KeyError``
 and ``CliError`` a ``click.ClickException``, so older ``except`` clauses keep working.
 Driver errors (``sqlite3``, ``psycopg``, ``OSError``) never leave a store raw: each

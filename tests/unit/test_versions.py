@@ -54,9 +54,19 @@ def test_newer_version_is_refused_with_upgrade_advice():
         dshpy.DEFAULT_CHAIN.plan(5, "abc")
 
 
+def test_dsh_chain_plans_every_older_generation():
+    assert [e.name.rsplit("-", 3)[-3:] for e in dshpy.DEFAULT_CHAIN.plan(0)] == [
+        ["v0", "to", "v1"],
+        ["v1", "to", "v2"],
+        ["v2", "to", "v3"],
+        ["v3", "to", "v4"],
+    ]
+    assert dshpy.DEFAULT_CHAIN.oldest == 0 and len(dshpy.DEFAULT_CHAIN.plan(3)) == 1
+
+
 def test_older_version_without_path_is_refused():
     with pytest.raises(FormatVersionError, match="no upgrade path"):
-        dshpy.DEFAULT_CHAIN.plan(2, "abc")
+        MigrationChain(4, [_edge(3)]).plan(2, "abc")
     chain = MigrationChain(4, [_edge(2), _edge(3)])
     assert [e.name for e in chain.plan(2)] == ["v2-to-v3", "v3-to-v4"]
     with pytest.raises(FormatVersionError, match="older than the oldest supported v2"):

@@ -19,8 +19,13 @@ def _bump(to: int):
 
 
 def _edge(n: int, *, to: int | None = None, events=None) -> Migration:
-    return Migration(f"v{n}-to-v{n + 1}", n, n + 1 if to is None else to, _bump(n + 1 if to is None else to),
-                     events or (lambda events, header: events))
+    return Migration(
+        f"v{n}-to-v{n + 1}",
+        n,
+        n + 1 if to is None else to,
+        _bump(n + 1 if to is None else to),
+        events or (lambda events, header: events),
+    )
 
 
 def test_current_version_is_dsh_v4():
@@ -29,10 +34,13 @@ def test_current_version_is_dsh_v4():
 
 
 def test_chain_applies_edges_in_order_in_memory():
-    chain = MigrationChain(3, [
-        Migration("v1-to-v2", 1, 2, _bump(2), _rename("steering/message", "user/message")),
-        Migration("v2-to-v3", 2, 3, _bump(3), _rename("compact/start", "compaction/start")),
-    ])
+    chain = MigrationChain(
+        3,
+        [
+            Migration("v1-to-v2", 1, 2, _bump(2), _rename("steering/message", "user/message")),
+            Migration("v2-to-v3", 2, 3, _bump(3), _rename("compact/start", "compaction/start")),
+        ],
+    )
     header = {"type": "session", "version": 1, "id": "s"}
     events = [{"type": "steering/message", "seq": 0}, {"type": "compact/start", "seq": 1}, {"type": "x", "seq": 2}]
     new_header, upgraded = chain.upgrade(header, events, "s")

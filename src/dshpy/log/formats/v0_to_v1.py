@@ -26,7 +26,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from dshpy.log.formats.chain import EventRecord, FormatError, HeaderRecord, Migration, MigrationRefusedError
-from dshpy.log.formats.physical import decode_header, decode_row, is_packed
+from dshpy.log.formats.physical import decode_header, decode_row, is_packed, physical_header
 from dshpy.log.formats.released import check_member_keys, check_payload, count, is_object, js, object_of
 
 __all__ = ["V0_TO_V1"]
@@ -52,7 +52,7 @@ class _State:
 
 def _migrate_header(header: HeaderRecord) -> HeaderRecord:
     decode_header(header, 0)
-    return {**header, "version": 1}
+    return physical_header(header, 1, seed_length=header.get("seedLength"))
 
 
 def _migrate(events: Iterable[EventRecord], source: HeaderRecord, _target: HeaderRecord) -> Iterator[EventRecord]:

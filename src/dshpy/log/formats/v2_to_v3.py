@@ -28,7 +28,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from dshpy.log.formats.chain import EventRecord, FormatError, HeaderRecord, Migration, MigrationRefusedError
-from dshpy.log.formats.physical import decode_header, decode_row
+from dshpy.log.formats.physical import decode_header, decode_row, physical_header
 from dshpy.log.formats.released import (
     RELEASED_V2_EVENT_DISPOSITIONS,
     check_member_keys,
@@ -80,7 +80,7 @@ def check_fields(value: dict[str, Any], required: Iterable[str], optional: Itera
 
 def _migrate_header(header: HeaderRecord) -> HeaderRecord:
     decode_header(header, 2)
-    migrated = {**header, "version": 3}
+    migrated = physical_header(header, 3)
     if header.get("agentPreset") == "code":
         migrated["agentPreset"] = "ptc"
     return migrated

@@ -29,7 +29,7 @@ from typing import Any
 
 from dshpy.log.formats.chain import EventRecord, FormatError, HeaderRecord, Migration, MigrationRefusedError
 from dshpy.log.formats.children import ChildSource, catalog_fact, check_catalog_fact, checked_source, subject
-from dshpy.log.formats.physical import decode_header, decode_row
+from dshpy.log.formats.physical import decode_header, decode_row, physical_header
 from dshpy.log.formats.released import count, is_object, js
 
 __all__ = ["RELEASED_V3_EVENT_TYPES", "v3_to_v4"]
@@ -536,7 +536,7 @@ class _Stage:
 
 def _migrate_header(header: HeaderRecord) -> HeaderRecord:
     decode_header(header, 3)
-    return {**header, "version": 4}
+    return physical_header(header, 4)
 
 
 def v3_to_v4(children: Sequence[ChildSource] = ()) -> Migration:

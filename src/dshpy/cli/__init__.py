@@ -7,7 +7,9 @@ console-script entry point.
 from dshpy.cli.app import cli, main
 from dshpy.cli.migrate import migrate
 from dshpy.cli.sessions import sessions
+from dshpy.cli.upgrade import upgrade
 
+sessions.add_command(upgrade)
 cli.add_command(sessions)
 # The agent commands import the model client (openai, ~0.8 s): only when they run, not for `sessions list`.
 cli.add_lazy_command("run", "dshpy.cli.agent:run")

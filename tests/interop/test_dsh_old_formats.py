@@ -19,7 +19,7 @@ from dshpy import Session, SessionHeader, decode_event, validate
 from dshpy.core.json import dumps, loads
 from dshpy.log.formats import MigrationRefusedError, child_source, dsh_chain, unavailable_child
 from dshpy.log.formats.chain import MigrationChain
-from dshpy.log.formats.physical import decode_row, expand_packed, is_packed
+from dshpy.log.formats.physical import decode_row, decode_rows, expand_packed, is_packed
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "dsh_old"
 ROOTS = FIXTURES / "roots"
@@ -78,7 +78,8 @@ def test_each_edge_matches_dsh_on_rc8_logs(directory: Path, version: int) -> Non
     source = _generation(directory, version)
     if not source.exists():
         pytest.skip(f"dsh refused an earlier edge: {_refusal(directory)}")
-    header, rows = _read(source)
+    header, stored = _read(source)
+    rows = list(decode_rows(stored, version))  # what a store hands the edge
     edge = dsh_chain(_children(directory)).plan(version)[0]
     target = _generation(directory, version + 1)
     if not target.exists():
@@ -127,7 +128,8 @@ CASE_DIRS = sorted(path for path in CASES.iterdir() if path.is_dir())
 def test_each_case_gets_dshs_verdict(directory: Path) -> None:
     (source,) = directory.glob("input.v*.jsonl")
     version = int(source.name.split(".v")[1].split(".")[0])
-    header, rows = _read(source)
+    header, stored = _read(source)
+    rows = list(decode_rows(stored, version))
     children_path = directory / "children.json"
     children = json.loads(children_path.read_text()) if children_path.exists() else []
     edge = dsh_chain(children).plan(version)[0]

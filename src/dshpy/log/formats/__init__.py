@@ -29,6 +29,7 @@ from dshpy.log.formats.chain import (
     format_version_of,
 )
 from dshpy.log.formats.children import ChildSource, child_source, unavailable_child
+from dshpy.log.formats.physical import decode_rows
 from dshpy.log.formats.v0_to_v1 import V0_TO_V1
 from dshpy.log.formats.v1_to_v2 import V1_TO_V2
 from dshpy.log.formats.v2_to_v3 import V2_TO_V3
@@ -51,4 +52,4 @@ CURRENT = 4
 
 def dsh_chain(children: Sequence[ChildSource] = ()) -> MigrationChain:
     """dsh's v0→v4 chain for a session whose historical subagent children are ``children``."""
-    return MigrationChain(CURRENT, [V0_TO_V1, V1_TO_V2, V2_TO_V3, v3_to_v4(children)])
+    return MigrationChain(CURRENT, [V0_TO_V1, V1_TO_V2, V2_TO_V3, v3_to_v4(children)], decode=decode_rows)

@@ -118,7 +118,13 @@ def format_version_of(header: Any, session_id: str = "") -> int:
 class MigrationChain:
     """The adjacent edges from ``oldest`` up to ``current``, validated on construction."""
 
-    def __init__(self, current: int, migrations: Sequence[Migration] = ()) -> None:
+    def __init__(
+        self,
+        current: int,
+        migrations: Sequence[Migration] = (),
+        *,
+        decode: Callable[[Iterable[EventRecord], int], Iterable[EventRecord]] | None = None,
+    ) -> None:
         edges: dict[int, Migration] = {}
         for edge in migrations:
             if edge.to_version != edge.from_version + 1:
@@ -138,6 +144,8 @@ class MigrationChain:
         self.current = current
         self.oldest = oldest
         self._edges = edges
+        self._decode = decode
+        """Turns stored rows of a version into the records its edge reads (e.g. range-encoded citations expanded)."""
 
     def plan(self, stored: int, session_id: str = "") -> list[Migration]:
         """The edges that take ``stored`` to the current version (``[]`` when current)."""
@@ -167,15 +175,19 @@ class MigrationChain:
         return header
 
     def upgrade(
-        self, header: HeaderRecord, events: Iterable[EventRecord], session_id: str = ""
+        self, header: HeaderRecord, events: Iterable[EventRecord], session_id: str = "", *, decoded: bool = False
     ) -> tuple[HeaderRecord, Iterator[EventRecord]]:
         """Run the needed edges over raw records, in memory; returns current-version records.
 
         The events are converted lazily, as the returned iterator is consumed; a refusal
-        surfaces there.
+        surfaces there. Stored rows are decoded first unless the caller already did
+        (``decoded``: a store decodes each row as it reads it, to name a damaged line).
         """
+        stored = format_version_of(header, session_id)
         stream: Iterable[EventRecord] = events
-        for edge in self.plan(format_version_of(header, session_id), session_id):
+        if self._decode is not None and not decoded and stored < self.current:
+            stream = self._decode(stream, stored)
+        for edge in self.plan(stored, session_id):
             target = self._step(edge, header)
             stream = edge.stream(stream, header, target)
             header = target

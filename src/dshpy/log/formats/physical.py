@@ -14,6 +14,7 @@ to the stored log (:class:`~dshpy.log.formats.chain.FormatError`), not a refusal
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from dshpy.log.formats.chain import FormatError
@@ -130,6 +131,15 @@ def decode_row(raw: Any, version: int, row: int) -> dict[str, Any]:
     if type(seq) is not int:
         raise FormatError(f"released Session row {row} seq must be an integer")
     return record
+
+
+def decode_rows(rows: Iterable[Any], version: int) -> Iterator[dict[str, Any]]:
+    """Every stored row of ``version`` decoded (:func:`decode_row`); the current format's pass unchanged."""
+    if version >= 4:
+        yield from rows
+        return
+    for index, raw in enumerate(rows):
+        yield decode_row(raw, version, index)
 
 
 def _check_packed(row: dict[str, Any], kind: str, index: int) -> None:

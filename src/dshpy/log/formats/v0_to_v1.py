@@ -26,7 +26,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from dshpy.log.formats.chain import EventRecord, FormatError, HeaderRecord, Migration, MigrationRefusedError
-from dshpy.log.formats.physical import decode_header, decode_row, is_packed, physical_header
+from dshpy.log.formats.physical import decode_header, is_packed, physical_header
 from dshpy.log.formats.released import check_member_keys, check_payload, count, is_object, js, object_of
 
 __all__ = ["V0_TO_V1"]
@@ -59,8 +59,7 @@ def _migrate(events: Iterable[EventRecord], source: HeaderRecord, _target: Heade
     session_id = source["id"]
     cut = source.get("seedLength", 0)
     state = _State()
-    for index, raw in enumerate(events):
-        record = decode_row(raw, 0, index)
+    for record in events:
         if is_packed(record):
             yield record
             continue

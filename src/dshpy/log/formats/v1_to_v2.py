@@ -27,7 +27,7 @@ from typing import Any
 
 from dshpy.log.formats.attempt_stream import AttemptStream, ChunkAccumulator
 from dshpy.log.formats.chain import EventRecord, HeaderRecord, Migration, MigrationRefusedError
-from dshpy.log.formats.physical import decode_header, decode_row, is_packed, packed_run_span, physical_header
+from dshpy.log.formats.physical import decode_header, is_packed, packed_run_span, physical_header
 from dshpy.log.formats.released import RELEASED_V0_EVENT_DISPOSITIONS, check_payload, count, is_object, js
 
 __all__ = ["V1_TO_V2"]
@@ -415,8 +415,7 @@ def _migrate(events: Iterable[EventRecord], source: HeaderRecord, _target: Heade
     # dsh checks payloads here only for a log stored as v1; one converted from v0 passed
     # the stricter v0 check already, so checking every input again refuses nothing new.
     stage = _Stage(source, decoded=True)
-    for index, raw in enumerate(events):
-        record = decode_row(raw, 1, index)
+    for record in events:
         if is_packed(record):
             stage.run(record)
         else:

@@ -28,7 +28,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from dshpy.log.formats.chain import EventRecord, FormatError, HeaderRecord, Migration, MigrationRefusedError
-from dshpy.log.formats.physical import decode_header, decode_row, physical_header
+from dshpy.log.formats.physical import decode_header, physical_header
 from dshpy.log.formats.released import (
     RELEASED_V2_EVENT_DISPOSITIONS,
     check_member_keys,
@@ -467,8 +467,8 @@ def _canonical(event: EventRecord) -> EventRecord:
 
 def _migrate(events: Iterable[EventRecord], source: HeaderRecord, _target: HeaderRecord) -> Iterator[EventRecord]:
     stage = _Stage(source)
-    for index, raw in enumerate(events):
-        stage.event(decode_row(raw, 2, index))
+    for raw in events:
+        stage.event(raw)
         yield from stage.out
         stage.out.clear()
     stage.finish()

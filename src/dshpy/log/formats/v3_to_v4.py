@@ -29,7 +29,7 @@ from typing import Any
 
 from dshpy.log.formats.chain import EventRecord, FormatError, HeaderRecord, Migration, MigrationRefusedError
 from dshpy.log.formats.children import ChildSource, catalog_fact, check_catalog_fact, checked_source, subject
-from dshpy.log.formats.physical import decode_header, decode_row, physical_header
+from dshpy.log.formats.physical import decode_header, physical_header
 from dshpy.log.formats.released import count, is_object, js
 
 __all__ = ["RELEASED_V3_EVENT_TYPES", "v3_to_v4"]
@@ -549,8 +549,8 @@ def v3_to_v4(children: Sequence[ChildSource] = ()) -> Migration:
 
     def migrate(events: Iterable[EventRecord], source: HeaderRecord, _target: HeaderRecord) -> Iterator[EventRecord]:
         stage = _Stage(source, evidence)
-        for index, raw in enumerate(events):
-            stage.event(decode_row(raw, 3, index))
+        for raw in events:
+            stage.event(raw)
             yield from stage.out
             stage.out.clear()
         stage.finish()

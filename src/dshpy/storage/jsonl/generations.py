@@ -64,7 +64,7 @@ def migrate_log(
     version = header["version"]
     session_id = header["id"]
     try:
-        record, stream = dsh_chain(children).upgrade(header, rows, session_id)
+        record, stream = dsh_chain(children).upgrade(header, rows, session_id, decoded=True)
         records = list(stream)
     except MigrationRefusedError as error:
         raise _unchanged(error, version, path) from None

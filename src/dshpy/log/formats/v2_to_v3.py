@@ -29,6 +29,7 @@ from typing import Any
 
 from dshpy.log.formats.chain import EventRecord, FormatError, HeaderRecord, Migration, MigrationRefusedError
 from dshpy.log.formats.physical import decode_header, physical_header
+from dshpy.log.formats.references import ReferenceRules, remap_references
 from dshpy.log.formats.released import (
     RELEASED_V2_EVENT_DISPOSITIONS,
     check_member_keys,
@@ -359,44 +360,19 @@ def _repair_identity(message_id: Any, call_id: Any) -> bool:
     return suffix != message_id and suffix.isascii() and suffix.isdigit() and (suffix == "0" or suffix[0] != "0")
 
 
+_REFERENCES = ReferenceRules(
+    span_keys=("start", "end"),
+    offload_targets=False,
+    reference="source event reference",
+    earlier="reference must name an earlier source event",
+    array="sequence references must be an array",
+    container="%s must be an object",
+)
+"""v2's references, in dsh's v2→v3 wording (``remapEvent``)."""
+
+
 def _remap(event: EventRecord, seq: int, mapping: list[int]) -> EventRecord:
-    """Renumber an event and its same-log references (dsh's v2→v3 ``remapEvent``)."""
-    origin = event["seq"]
-
-    def one(value: Any) -> int:
-        source = count(value, "source event reference")
-        if source >= origin or source >= len(mapping):
-            raise FormatError("reference must name an earlier source event")
-        return mapping[source]
-
-    def many(value: Any) -> list[int]:
-        if not isinstance(value, list):
-            raise FormatError("sequence references must be an array")
-        return [one(item) for item in value]
-
-    def span(value: Any) -> dict[str, Any]:
-        source = object_of(value, "sequence range", suffix=" must be an object")
-        return {**source, "start": one(source.get("start")), "end": one(source.get("end"))}
-
-    data = object_of(event["data"], event["type"], suffix=" must be an object")
-    kind = event["type"]
-    if kind == "command/done" and "sourceEventSeq" in data:
-        data = {**data, "sourceEventSeq": one(data["sourceEventSeq"])}
-    elif kind in ("compaction/summary", "compaction/prune"):
-        data = {
-            **data,
-            "shadowedRange": span(data.get("shadowedRange")),
-            "shadowedSeqs": many(data.get("shadowedSeqs")),
-        }
-    elif kind in ("session/title", "session/title-llm-request"):
-        data = {**data, "messageSeqs": many(data.get("messageSeqs"))}
-    out = {**event, "seq": seq, "data": data}
-    if "sourceEventSeqs" in event:
-        out["sourceEventSeqs"] = many(event["sourceEventSeqs"])
-    operation = event.get("surfaceOp")
-    if operation is not None and operation != "append":
-        out["surfaceOp"] = span(operation)
-    return out
+    return remap_references(event, seq, mapping, _REFERENCES)
 
 
 def _rename_ptc(event: EventRecord) -> EventRecord:

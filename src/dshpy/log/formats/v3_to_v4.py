@@ -30,6 +30,7 @@ from typing import Any
 from dshpy.log.formats.chain import EventRecord, FormatError, HeaderRecord, Migration, MigrationRefusedError
 from dshpy.log.formats.children import ChildSource, catalog_fact, check_catalog_fact, checked_source, subject
 from dshpy.log.formats.physical import decode_header, physical_header
+from dshpy.log.formats.references import ReferenceRules, remap_references
 from dshpy.log.formats.released import count, is_object, js
 
 __all__ = ["RELEASED_V3_EVENT_TYPES", "v3_to_v4"]
@@ -324,59 +325,20 @@ def _with_chunk(entry: dict[str, Any], chunk: Any) -> dict[str, Any]:
     return entry if chunk is entry.get("chunk") else {**entry, "chunk": chunk}
 
 
+_REFERENCES = ReferenceRules(
+    span_keys=("startSeq", "endSeq"),
+    offload_targets=True,
+    reference="V3 source event reference",
+    earlier="V3 reference must name an earlier source event",
+    array="V3 event references must be an array",
+    container="V3 event reference container must be an object",
+)
+"""v3's references, in dsh's v3→v4 wording (``remapV3References``)."""
+
+
 def _remap(event: EventRecord, seq: int, mapping: list[int]) -> EventRecord:
-    """Renumber an event after inserted closers, with its same-log references (dsh's ``remapV3References``)."""
-    if seq == event["seq"]:
-        return event
-    origin = event["seq"]
-
-    def one(value: Any) -> int:
-        source = count(value, "V3 source event reference")
-        if source >= origin or source >= len(mapping):
-            raise FormatError("V3 reference must name an earlier source event")
-        return mapping[source]
-
-    def many(value: Any) -> list[int]:
-        if not isinstance(value, list):
-            raise FormatError("V3 event references must be an array")
-        return [one(item) for item in value]
-
-    def container(value: Any) -> dict[str, Any]:
-        if not is_object(value):
-            raise FormatError("V3 event reference container must be an object")
-        return value
-
-    data = event.get("data")
-    kind = event["type"]
-    if kind == "command/done":
-        source = container(data)
-        if "sourceEventSeq" in source:
-            data = {**source, "sourceEventSeq": one(source["sourceEventSeq"])}
-    elif kind in ("compaction/summary", "compaction/prune"):
-        source = container(data)
-        shadowed = container(source.get("shadowedRange"))
-        data = {
-            **source,
-            "shadowedRange": {**shadowed, "start": one(shadowed.get("start")), "end": one(shadowed.get("end"))},
-            "shadowedSeqs": many(source.get("shadowedSeqs")),
-        }
-    elif kind in ("session/title", "session/title-llm-request"):
-        source = container(data)
-        data = {**source, "messageSeqs": many(source.get("messageSeqs"))}
-    elif kind == "image/offload":
-        source = container(data)
-        targets = source.get("targets")
-        if not isinstance(targets, list):
-            raise FormatError("V3 image offload targets must be an array")
-        data = {**source, "targets": [{**container(t), "seq": one(container(t).get("seq"))} for t in targets]}
-    out = {**event, "seq": seq, "data": data}
-    if "sourceEventSeqs" in event:
-        out["sourceEventSeqs"] = many(event["sourceEventSeqs"])
-    operation = event.get("surfaceOp")
-    if operation is not None and operation != "append":
-        span = container(operation)
-        out["surfaceOp"] = {**span, "startSeq": one(span.get("startSeq")), "endSeq": one(span.get("endSeq"))}
-    return out
+    """Renumber an event after inserted closers; an event that did not move is returned as it is."""
+    return event if seq == event["seq"] else remap_references(event, seq, mapping, _REFERENCES)
 
 
 def _delivery_owner(event: EventRecord) -> str | None:

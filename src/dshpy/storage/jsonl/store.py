@@ -15,6 +15,7 @@ import dataclasses
 import logging
 import os
 import secrets
+import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -80,6 +81,8 @@ class JsonlStore(BaseStore, BulkListing, ProjectionCache, OwnWriters):
         self._compressed = compression == "zstd"
         self._cache = ScanCache()
         self._reader = LogReader(self.root, self._cache, compressed=self._compressed, children=self._children_of)
+        self._listing = threading.local()
+        """While a listing runs in this thread: ``children``, the subagent sessions of each parent it found."""
 
     @classmethod
     def from_url(cls, url: StoreURL) -> JsonlStore:
@@ -187,6 +190,20 @@ class JsonlStore(BaseStore, BulkListing, ProjectionCache, OwnWriters):
         skips it too); one whose log cannot be read is kept with mode "unknown".
         """
         found: list[ChildSource] = []
+        listing = getattr(self._listing, "children", None)
+        candidates = listing.get(session_id, []) if listing is not None else self._subagents_of(session_id)
+        for child_id, location, header in candidates:
+            try:
+                events: list[SessionEvent] | None = self._reader.scan(child_id, location).events
+            except (CorruptSessionError, FormatVersionError) as error:
+                found.append(child_evidence(child_id, header, None, f"{error}"))
+                continue
+            found.append(child_evidence(child_id, header, events, None))
+        return found
+
+    def _subagents_of(self, session_id: str) -> list[tuple[str, Location, SessionHeader]]:
+        """The subagent sessions naming ``session_id`` as parent, found by reading every header of the root."""
+        found = []
         for child_id, location in self._scan_root():
             if child_id == session_id:
                 continue
@@ -194,14 +211,8 @@ class JsonlStore(BaseStore, BulkListing, ProjectionCache, OwnWriters):
                 header = self._reader.read_header(child_id, location)
             except (CorruptSessionError, FormatVersionError):
                 continue
-            if header.origin != "subagent" or header.parent_session != session_id:
-                continue
-            try:
-                events: list[SessionEvent] | None = self._reader.scan(child_id, location).events
-            except (CorruptSessionError, FormatVersionError) as error:
-                found.append(child_evidence(child_id, header, None, f"{error}"))
-                continue
-            found.append(child_evidence(child_id, header, events, None))
+            if header.origin == "subagent" and header.parent_session == session_id:
+                found.append((child_id, location, header))
         return found
 
     # -- creating sessions --------------------------------------------------------------
@@ -428,19 +439,26 @@ class JsonlStore(BaseStore, BulkListing, ProjectionCache, OwnWriters):
         """Every readable session (headers plus a cheap event count); unreadable ones are skipped with a warning."""
         headers = self._readable_headers()
         forks: dict[str, list[str]] = {}
-        for session_id, _, header in headers:
+        subagents: dict[str, list[tuple[str, Location, SessionHeader]]] = {}
+        for session_id, location, header in headers:
             if header.parent_session is not None:
                 forks.setdefault(header.parent_session, []).append(session_id)
+                if header.origin == "subagent":
+                    subagents.setdefault(header.parent_session, []).append((session_id, location, header))
         infos: list[SessionInfo] = []
-        for session_id, location, header in headers:
-            try:
-                scan = self._reader.scan(session_id, location, light=True)
-            except (CorruptSessionError, FormatVersionError) as error:
-                log.warning("not listing session %s: %s", session_id, error)
-                continue
-            updated = header.created_at if scan.last_time is None else max(header.created_at, scan.last_time)
-            children = tuple(sorted(forks.get(session_id, ())))
-            infos.append(SessionInfo(session_id, header, scan.count, updated, children, location.version))
+        self._listing.children = subagents  # an old parent's upgrade finds its children here, not by re-listing
+        try:
+            for session_id, location, header in headers:
+                try:
+                    scan = self._reader.scan(session_id, location, light=True)
+                except (CorruptSessionError, FormatVersionError) as error:
+                    log.warning("not listing session %s: %s", session_id, error)
+                    continue
+                updated = header.created_at if scan.last_time is None else max(header.created_at, scan.last_time)
+                children = tuple(sorted(forks.get(session_id, ())))
+                infos.append(SessionInfo(session_id, header, scan.count, updated, children, location.version))
+        finally:
+            self._listing.children = None
         return infos
 
     def stat(self, session_id: str) -> SessionInfo:

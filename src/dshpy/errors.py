@@ -36,7 +36,12 @@ import their base from here, so this module stays the lowest layer::
     │   ├── ReadOnlyStoreError    the store can be read but not written (read-only filesystem or permissions)
     │   ├── CorruptSessionError   stored bytes are damaged before the recoverable tail
     │   └── FormatVersionError    stored data uses a format this build cannot read
-    │       └── UnknownEventTypeError  a required (non-ignorable) event type we do not know
+    │       ├── UnknownEventTypeError  a required (non-ignorable) event type we do not know
+    │       └── MigrationRefusedError  an upgrade edge cannot convert an old log; it stays as stored
+    │                                  [log.formats.chain]
+    ├── FormatError               a stored record lacks the shape its format version requires; a store
+    │                             reports it as CorruptSessionError, an upgrade edge as its refusal
+    │                             [log.formats.chain]
     ├── ZstdFrameError            a complete zstd frame is damaged; the JSONL backend reports it as
     │                             CorruptSessionError, it never reaches a store's caller [storage.jsonl.zstd_frames]
     ├── QueryError                a session query was refused; ``.code`` is dsh's SESSION_QUERY_* [query.errors]
@@ -48,6 +53,7 @@ import their base from here, so this module stays the lowest layer::
     │   ├── ModelConfigError      the model route or time limits are unusable [llm.config]
     │   │   └── MissingApiKeyError  no API key; says how to set one [llm.config]
     │   ├── ProfileError          the SDK/server profile is unknown or its file invalid [sdk.profiles]
+    │   ├── PatchError            a dsh patch file (the SDK's patches=) cannot be read or followed [server.dsh_patches]
     │   ├── PriceError            the price table for cost estimates is malformed [cli.prices]
     │   ├── InsecureBindError     a non-loopback HTTP bind without a token [server.http_guard]
     │   ├── TelemetryUnavailable  telemetry was asked for, OpenTelemetry is not installed [telemetry.switch]
@@ -63,7 +69,7 @@ import their base from here, so this module stays the lowest layer::
         └── DataError             damaged or unreadable data: exit 2 [cli.app]
 
 Classes that were ``ValueError`` before they joined the tree still are
-(``NotJsonError``, ``ZstdFrameError``, every ``ConfigError``), as are
+(``NotJsonError``, ``ZstdFrameError``, ``FormatError``, every ``ConfigError``), as are
 ``EventError``, ``InvalidSessionIdError`` and ``InvalidQueryError``; ``SessionNotFound`` is a
 ``KeyError`` (``QueryNotFoundError`` a ``LookupError``) and ``CliError`` a
 ``click.ClickException``, so older ``except`` clauses keep working.

@@ -562,13 +562,20 @@ def test_a_newer_format_is_refused_before_anything_else(store: JsonlStore) -> No
     assert store.list() == []
 
 
-def test_generations_highest_canonical_wins_and_old_ones_are_refused(store: JsonlStore) -> None:
+def test_generations_highest_canonical_wins_and_old_ones_are_upgraded_beside_themselves(store: JsonlStore) -> None:
     zstd = store.compression == "zstd"
     old = {"type": "session", "version": 0, "id": "old", "createdAt": 1, "delegationDepth": 0}
     old_path = log_file(store, "old").with_name(generation_filename(0, compressed=zstd))
     _write_log(store, old_path, old)
-    with pytest.raises(FormatVersionError, match=r"v0, older than .* no upgrade path"):
-        store.open("old")
+    stored = old_path.read_bytes()
+    assert (
+        store.stat("old").stored_version == 0
+        and not old_path.with_name(generation_filename(4, compressed=zstd)).exists()
+    )
+    store.open("old").close()  # a writer publishes the v4 generation first (issue #16)
+    assert old_path.read_bytes() == stored
+    assert old_path.with_name(generation_filename(4, compressed=zstd)).exists()
+    assert store.stat("old").stored_version == 4
     session = store.create(session_id="gen", cwd="/w")
     TurnScript(session).turn()
     session.close()

@@ -1,17 +1,69 @@
-"""Session ids are untrusted: one narrow pattern, checked before any backend sees them."""
+"""Session ids are untrusted: every id dsh can write is read, nothing that acts as a path is.
+
+dsh names sessions with any string and escapes it on disk, so dshpy accepts spaces,
+``/``, ``\\`` and any script (issue #16). What would make an id a path rather than a
+name stays refused before any backend sees it: ``.``/``..`` (also as components),
+absolute paths, control characters (NUL included) and lone surrogates.
+"""
 
 import pytest
 
 from dshpy import InvalidSessionIdError, check_session_id, new_message_id, new_session_id
 
 
-@pytest.mark.parametrize("good", ["a", "session-0123abcd", "A.b_c-9", "x" * 128, "..."])
+@pytest.mark.parametrize(
+    "good",
+    [
+        "a",
+        "session-0123abcd",
+        "A.b_c-9",
+        "x" * 128,
+        "...",
+        "x/y",
+        "x\\y",
+        "naïve",
+        " lead",
+        "my session",
+        "team/alpha/run 2",
+        "会话 ü ✓",
+        "emoji 🙂",
+        "~0041",
+        "a//b",
+        ".hidden",
+        "x..y",
+        "a/.../b",
+    ],
+)
 def test_accepted_ids(good):
     assert check_session_id(good) == good
 
 
-@pytest.mark.parametrize("bad", ["", ".", "..", "../x", "x/y", "x\\y", "x" * 129, "tab\there", "naïve", "nul\x00",
-                                 " lead", 5, None, b"bytes"])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "",
+        ".",
+        "..",
+        "../x",
+        "x/..",
+        "x/../y",
+        "x\\..\\y",
+        "./x",
+        "/abs",
+        "\\abs",
+        "C:\\x",
+        "c:/x",
+        "x" * 129,
+        "tab\there",
+        "new\nline",
+        "nul\x00",
+        "del\x7f",
+        "lone \ud800",
+        5,
+        None,
+        b"bytes",
+    ],
+)
 def test_refused_ids(bad):
     with pytest.raises(InvalidSessionIdError):
         check_session_id(bad)

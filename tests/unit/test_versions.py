@@ -19,8 +19,13 @@ def _bump(to: int):
 
 
 def _edge(n: int, *, to: int | None = None, events=None) -> Migration:
-    return Migration(f"v{n}-to-v{n + 1}", n, n + 1 if to is None else to, _bump(n + 1 if to is None else to),
-                     events or (lambda events, header: events))
+    return Migration(
+        f"v{n}-to-v{n + 1}",
+        n,
+        n + 1 if to is None else to,
+        _bump(n + 1 if to is None else to),
+        events or (lambda events, header: events),
+    )
 
 
 def test_current_version_is_dsh_v4():
@@ -29,10 +34,13 @@ def test_current_version_is_dsh_v4():
 
 
 def test_chain_applies_edges_in_order_in_memory():
-    chain = MigrationChain(3, [
-        Migration("v1-to-v2", 1, 2, _bump(2), _rename("steering/message", "user/message")),
-        Migration("v2-to-v3", 2, 3, _bump(3), _rename("compact/start", "compaction/start")),
-    ])
+    chain = MigrationChain(
+        3,
+        [
+            Migration("v1-to-v2", 1, 2, _bump(2), _rename("steering/message", "user/message")),
+            Migration("v2-to-v3", 2, 3, _bump(3), _rename("compact/start", "compaction/start")),
+        ],
+    )
     header = {"type": "session", "version": 1, "id": "s"}
     events = [{"type": "steering/message", "seq": 0}, {"type": "compact/start", "seq": 1}, {"type": "x", "seq": 2}]
     new_header, upgraded = chain.upgrade(header, events, "s")
@@ -54,9 +62,19 @@ def test_newer_version_is_refused_with_upgrade_advice():
         dshpy.DEFAULT_CHAIN.plan(5, "abc")
 
 
+def test_dsh_chain_plans_every_older_generation():
+    assert [e.name.rsplit("-", 3)[-3:] for e in dshpy.DEFAULT_CHAIN.plan(0)] == [
+        ["v0", "to", "v1"],
+        ["v1", "to", "v2"],
+        ["v2", "to", "v3"],
+        ["v3", "to", "v4"],
+    ]
+    assert dshpy.DEFAULT_CHAIN.oldest == 0 and len(dshpy.DEFAULT_CHAIN.plan(3)) == 1
+
+
 def test_older_version_without_path_is_refused():
     with pytest.raises(FormatVersionError, match="no upgrade path"):
-        dshpy.DEFAULT_CHAIN.plan(2, "abc")
+        MigrationChain(4, [_edge(3)]).plan(2, "abc")
     chain = MigrationChain(4, [_edge(2), _edge(3)])
     assert [e.name for e in chain.plan(2)] == ["v2-to-v3", "v3-to-v4"]
     with pytest.raises(FormatVersionError, match="older than the oldest supported v2"):

@@ -9,8 +9,10 @@ from dshpy.cli.compact import compact
 from dshpy.cli.migrate import migrate
 from dshpy.cli.search import index, search
 from dshpy.cli.sessions import sessions
+from dshpy.cli.upgrade import upgrade
 
 sessions.add_command(compact)
+sessions.add_command(upgrade)
 cli.add_command(sessions)
 sessions.add_command(search)
 cli.add_command(index)

@@ -19,7 +19,6 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import IO, Any, TypeVar
 
 import click
@@ -37,7 +36,7 @@ from dshpy.errors import (
 )
 from dshpy.query.errors import QueryError
 from dshpy.storage.contract import SessionStore
-from dshpy.storage.urls import default_store_url, open_store, parse_store_url
+from dshpy.storage.urls import default_store_url, open_store, parse_store_url, store_location
 
 __all__ = [
     "EXIT_DATA",
@@ -60,7 +59,6 @@ EXIT_USER = 1
 EXIT_DATA = 2
 """Stored or imported data is damaged, or written in a format this build cannot read."""
 
-_FILE_SCHEMES = frozenset({"sqlite", "jsonl"})
 _MAX_PIPE_WIDTH = 1_000
 """Widest a table gets when stdout is a pipe or file (it is then printed unclipped, for grep and cut)."""
 
@@ -201,10 +199,10 @@ class AppState:
             return self.store
         url = self.url
         if not create:
-            parsed = parse_store_url(url)
-            if parsed.scheme in _FILE_SCHEMES and not Path(parsed.location).exists():
+            location = store_location(parse_store_url(url))
+            if location is not None and not location.exists():
                 raise CliError(
-                    f"no store at {parsed.location} ({url}); nothing has been stored there yet — "
+                    f"no store at {location} ({url}); nothing has been stored there yet — "
                     "pass --store URL or set DSHPY_STORE"
                 )
         store = open_store(url)
@@ -253,8 +251,8 @@ def _set_json(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
 
 
 _STORE_HELP = (
-    "Store URL: sqlite:///path.db, jsonl:///dir, postgresql://user@host/db?schema=NAME, memory: "
-    "(default: $DSHPY_STORE, else $DSHPY_HOME/sessions.db)."
+    "Store URL: sqlite:///path.db, jsonl:///dir, postgresql://user@host/db?schema=NAME, memory:, "
+    "dsh: (dsh's own $DSH_HOME/sessions) (default: $DSHPY_STORE, else $DSHPY_HOME/sessions.db)."
 )
 _JSON_HELP = "Print a machine-readable JSON result instead of rich text."
 

@@ -116,13 +116,16 @@ def sessions_table(rows: Sequence[SessionSummary]) -> Table:
         else:  # a title from the first prompt is shown in italics, a real one upright
             label = Text(clean(row.title or ""), style="italic" if row.title_source == "prompt" else "")
         state = row.lifecycle or ""
+        shown_state = Text(state, style=LIFECYCLE_STYLES.get(state, ""))
+        if info.stored_version < 4:  # an old dsh generation, read through its in-memory upgrade
+            shown_state.append(f"{' ' if state else ''}(v{info.stored_version})", style="dim")
         table.add_row(
             info.id,
             format_time(info.created_at),
             Text(clean(info.cwd or "")),
             str(row.turns),
             str(info.event_count),
-            Text(state, style=LIFECYCLE_STYLES.get(state, "")),
+            shown_state,
             label,
             info.parent_session or "",
         )

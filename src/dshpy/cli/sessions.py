@@ -31,6 +31,7 @@ from dshpy.core.events import SessionEvent
 from dshpy.core.ids import check_session_id
 from dshpy.core.json import dumps, loads, thaw
 from dshpy.errors import LifecycleError
+from dshpy.log.header import FORMAT_VERSION
 from dshpy.projections.builtins.lifecycle import LIFECYCLE, SESSION_STATE_TYPE, SessionState
 from dshpy.projections.runner import state_of
 from dshpy.storage.contract import SessionStore
@@ -121,6 +122,13 @@ def list_sessions(
     damaged = sum(row.error is not None for row in rows)
     if damaged:
         click.echo(f"Warning: {damaged} session(s) could not be read; `dshpy sessions show ID` says why.", err=True)
+    old = sum(row.info.stored_version < FORMAT_VERSION for row in rows)
+    if old and not state.json:
+        click.echo(
+            f"Note: {old} session(s) are stored in an older dsh format (vN shown); they read as v4, and "
+            "`dshpy sessions upgrade --all` stores them so (the old files are kept).",
+            err=True,
+        )
 
 
 # -- show -----------------------------------------------------------------------------------

@@ -4,7 +4,9 @@
 Python SDK (``deepseek_harness``) launches as its runtime; it serves stdio with the
 profile's settings. The SDK sets ``DSH_HOME``: when ``DSHPY_HOME`` is unset, the
 runtime uses ``$DSH_HOME/dshpy`` as its home (config and default store), so each
-SDK home gets its own sessions.
+SDK home gets its own sessions. A ``--patch`` (the SDK's ``patches=``) that sets the
+``session-persistence-jsonl`` row's root and compression makes the runtime serve
+that dsh session root (:mod:`~dshpy.server.dsh_patches`); ``--store`` wins over it.
 """
 
 from __future__ import annotations
@@ -159,19 +161,28 @@ def main(argv: Sequence[str] | None = None) -> None:
     """``dshpy-runtime``: the runtime command line of dsh's official Python SDK, served by dshpy."""
     parser = argparse.ArgumentParser(prog="dshpy-runtime", description=main.__doc__)
     parser.add_argument("--profile", default="sdk", help="dshpy profile name (config.toml)")
-    parser.add_argument("--patch", action="append", default=[], metavar="FILE", help="dsh profile patch (ignored)")
+    parser.add_argument(
+        "--patch",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="dsh profile patch list: its session-persistence-jsonl root/compression become the store",
+    )
     parser.add_argument("--store", default=None, help="store URL (default: the profile's, else the default store)")
     args = parser.parse_args(argv)
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="dshpy-runtime: %(levelname)s %(message)s")
     if not os.environ.get("DSHPY_HOME") and os.environ.get("DSH_HOME", "").strip():
         os.environ["DSHPY_HOME"] = os.path.join(os.environ["DSH_HOME"], "dshpy")
-    for patch in args.patch:
-        print(f"dshpy-runtime: note: ignoring dsh profile patch {patch} (dshpy has no cordis patches)", file=sys.stderr)
     from dshpy.errors import ConfigError
 
+    from .dsh_patches import store_from_patches
+
     try:
-        code = run_server(ServeOptions(store_url=args.store, profile=args.profile))
-    except ConfigError as error:  # a profile, the model route, or telemetry's OTEL_* settings
+        patched = store_from_patches(args.patch)
+        for path, entry in patched.ignored:
+            print(f"dshpy-runtime: note: ignoring entry {entry!r} of dsh patch {path} (a dsh plugin)", file=sys.stderr)
+        code = run_server(ServeOptions(store_url=args.store or patched.url, profile=args.profile))
+    except ConfigError as error:  # a profile, the model route, a dsh patch, or telemetry's OTEL_* settings
         print(f"dshpy-runtime: {error}", file=sys.stderr)
         code = 2
     sys.exit(code)

@@ -83,13 +83,30 @@ def busy_error(session_id: str, pid: int | None, host: str | None, *, detail: st
 
 
 def lease_file_name(session_id: str) -> str:
-    """The lease file of a session: its (validated) id, upper-case letters escaped.
+    """The lease file of a session: its (validated) id, escaped into one safe file name.
 
-    Ids are case-sensitive but some filesystems are not; ``^`` is outside the id
-    alphabet, so ``"Ab"`` → ``"^ab.lock"`` never meets ``"ab"`` → ``"ab.lock"``.
+    ``a-z 0-9 . _ -`` stay literal; an upper-case letter becomes ``^`` + its lower case
+    (ids are case-sensitive but some filesystems are not: ``"Ab"`` → ``"^ab.lock"``
+    never meets ``"ab"`` → ``"ab.lock"``); every other UTF-16 code unit (``/``, a
+    space, any other script) becomes ``~XXXX``, as in dsh's session directories. The
+    escapes use characters that are never literal, so distinct ids never share a file.
     """
     check_session_id(session_id)
-    return "".join(f"^{c.lower()}" if "A" <= c <= "Z" else c for c in session_id) + ".lock"
+    raw = session_id.encode("utf-16-le", "surrogatepass")
+    parts = []
+    for offset in range(0, len(raw), 2):
+        unit = int.from_bytes(raw[offset : offset + 2], "little")
+        char = chr(unit)
+        if "A" <= char <= "Z":
+            parts.append(f"^{char.lower()}")
+        elif char in _LEASE_LITERAL:
+            parts.append(char)
+        else:
+            parts.append(f"~{unit:04X}")
+    return "".join(parts) + ".lock"
+
+
+_LEASE_LITERAL = frozenset("abcdefghijklmnopqrstuvwxyz0123456789._-")
 
 
 class FileLease:

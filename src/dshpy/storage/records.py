@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dshpy.core.events import SessionEvent
-from dshpy.log.header import SessionHeader
+from dshpy.log.header import FORMAT_VERSION, SessionHeader
 
 __all__ = ["SessionInfo", "StoredRecord"]
 
@@ -27,6 +27,14 @@ class SessionInfo:
     """Time of the last event (epoch ms), or ``createdAt`` for an empty log."""
     forks: tuple[str, ...] = ()
     """Ids of sessions forked from this one that this store knows."""
+    stored_version: int = FORMAT_VERSION
+    """The format generation on disk. Older than the current one, the session reads as its in-memory
+    upgrade (``header`` and ``event_count`` are the upgraded log's) until a writer or an upgrade stores it."""
+
+    @property
+    def format_status(self) -> str:
+        """dsh's ``formatStatus``: ``"current"``, or ``"migration-required"`` for an older stored generation."""
+        return "current" if self.stored_version >= FORMAT_VERSION else "migration-required"
 
     @property
     def created_at(self) -> int:
@@ -41,7 +49,8 @@ class SessionInfo:
         return self.header.parent_session
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        """The JSON form; an old generation adds ``formatStatus`` and ``storedVersion`` (current ones are unchanged)."""
+        record: dict[str, Any] = {
             "id": self.id,
             "createdAt": self.header.created_at,
             "updatedAt": self.updated_at,
@@ -51,6 +60,10 @@ class SessionInfo:
             "eventCount": self.event_count,
             "forks": list(self.forks),
         }
+        if self.stored_version < FORMAT_VERSION:
+            record["formatStatus"] = self.format_status
+            record["storedVersion"] = self.stored_version
+        return record
 
 
 @dataclass(slots=True)

@@ -1,5 +1,10 @@
 """Store URLs, in SQLAlchemy's style: ``memory:``, ``sqlite:///path.db``, ``jsonl:///dir``, ``postgresql://…``.
 
+``dsh:`` is a shorthand for dsh's own session root, so dshpy and dsh share one store:
+``$DSH_HOME/sessions`` (``~/.dsh/sessions`` without ``DSH_HOME``), laid out and
+compressed as the runtime writes it (zstd); ``dsh:///path/to/dsh-home`` names another
+harness home, ``?compression=none`` a root that dsh was patched to write plain.
+
 Backends register a factory per scheme; :func:`open_store` parses the URL and hands
 the factory the path and the query options, so adding a backend never touches callers.
 The URL value and its parser live in :mod:`dshpy.storage.store_url` (re-exported here):
@@ -16,7 +21,17 @@ from dshpy.errors import StoreError
 from dshpy.storage.base import BaseStore
 from dshpy.storage.store_url import StoreURL, parse_store_url
 
-__all__ = ["StoreURL", "default_store_url", "dshpy_home", "open_store", "parse_store_url", "register_backend"]
+__all__ = [
+    "StoreURL",
+    "default_store_url",
+    "dsh_home",
+    "dsh_sessions_root",
+    "dshpy_home",
+    "open_store",
+    "parse_store_url",
+    "register_backend",
+    "store_location",
+]
 
 
 Factory = Callable[[StoreURL], BaseStore]
@@ -53,10 +68,45 @@ def _postgresql(url: StoreURL) -> BaseStore:
     return PostgresStore.from_url(url)
 
 
+def dsh_home() -> Path:
+    """dsh's harness home: ``$DSH_HOME``, default ``~/.dsh`` (as the runtime resolves it)."""
+    configured = os.environ.get("DSH_HOME", "").strip()
+    return Path(configured).expanduser() if configured else Path.home() / ".dsh"
+
+
+def dsh_sessions_root(url: StoreURL) -> Path:
+    """The session root a ``dsh:`` URL names: ``<dsh home>/sessions``."""
+    rest = url.raw.split("?", 1)[0][len("dsh:") :]
+    if rest in ("", "//", "///"):
+        return (dsh_home() / "sessions").resolve()
+    if not rest.startswith("///"):
+        raise StoreError(f"invalid store URL {url.raw!r}: write dsh: (for $DSH_HOME) or dsh:///path/to/dsh-home")
+    return (Path(rest[3:]).expanduser() / "sessions").resolve()
+
+
+def _dsh(url: StoreURL) -> BaseStore:
+    from dshpy.storage.jsonl import JsonlStore
+
+    unknown = sorted(set(url.options) - {"compression"})
+    if unknown:
+        raise StoreError(f"unknown dsh store option {unknown[0]!r} in {url.raw!r} (known: compression)")
+    return JsonlStore(dsh_sessions_root(url), compression=url.options.get("compression", "zstd"))
+
+
+def store_location(url: StoreURL) -> Path | None:
+    """Where a file-backed store lives on disk (``None`` for a server or memory store)."""
+    if url.scheme in ("sqlite", "jsonl"):
+        return Path(url.location)
+    if url.scheme == "dsh":
+        return dsh_sessions_root(url)
+    return None
+
+
 register_backend("memory", _memory)
 register_backend("sqlite", _sqlite)
 register_backend("jsonl", _jsonl)
 register_backend("postgresql", _postgresql)
+register_backend("dsh", _dsh)
 
 
 def dshpy_home() -> Path:

@@ -46,7 +46,11 @@ from dshpy.testing.search_contract import SearchContract
 
 __all__ = ["StoreContract"]
 
-BAD_IDS = ["", ".", "..", "../etc", "a/b", "a\\b", "x" * 129, "a b", "séance", "id\x00"]
+BAD_IDS = ["", ".", "..", "../etc", "a/../b", "a\\..", "/abs", "C:\\x", "x" * 129, "tab\tid", "id\x00"]
+"""Ids no store may accept: directory names, path climbs, absolute paths, control characters, too long."""
+
+DSH_IDS = ["my session", "team/alpha/run 2", "a\\b", "séance", "会话 1", "emoji 🙂", "~0041", " lead"]
+"""Ids dsh writes (it escapes any string on disk); every store reads and writes them (issue #16)."""
 
 
 def _wire(events: Any) -> list[dict[str, Any]]:
@@ -111,6 +115,24 @@ class StoreContract(SearchContract):
                 call()
         with pytest.raises(InvalidSessionIdError):
             store.fork("fine", child_id=bad)
+
+    @pytest.mark.parametrize("session_id", DSH_IDS)
+    def test_dsh_session_ids_round_trip(self, store: SessionStore, session_id: str) -> None:
+        session = store.create(session_id=session_id, cwd="/w")
+        TurnScript(session).turn("hello")
+        session.close()
+        assert [info.id for info in store.list() if info.id == session_id] == [session_id]
+        reopened = self.reopen(store)
+        assert _wire(reopened.read(session_id)) == _wire(session.events)
+        live = reopened.open(session_id)
+        TurnScript(live).turn("again")
+        live.close()
+        child = reopened.fork(session_id, child_id=session_id + " fork")
+        assert child.header.parent_session == session_id
+        child.close()
+        reopened.delete(session_id + " fork")
+        reopened.delete(session_id)
+        assert not reopened.exists(session_id)
 
     def test_missing_sessions_raise_not_found(self, store: SessionStore) -> None:
         for call in (

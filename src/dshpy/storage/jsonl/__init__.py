@@ -2,7 +2,9 @@
 
 Each session is a directory ``<root>/<project>/<segment>/`` (see
 :mod:`dshpy.storage.jsonl.layout`) holding its log ``session.v4.jsonl`` (or
-``session.v4.jsonl.zstd``, dsh's default) and a ``session.lock``. The log's first
+``session.v4.jsonl.zstd``, dsh's default) and a ``session.lock``; older generations
+dsh wrote (``session.jsonl`` … ``session.v3.jsonl``) are read through dsh's upgrade
+chain and kept when a writer stores their upgrade beside them. The log's first
 line is the header record; every further line is one event in its storage form
 (``sourceEventSeqs`` range-packed), compact JSON, ``\\n``-terminated. Compressed,
 frame 0 holds exactly the header line and every durable batch is one more
@@ -40,6 +42,8 @@ The package holds one concept a module:
 * :mod:`~dshpy.storage.jsonl.scan`: reading and checking a log, and the cache of whole scans;
 * :mod:`~dshpy.storage.jsonl.zstd_frames` and :mod:`~dshpy.storage.jsonl.json_prefix`:
   telling a torn tail from damage, for zstd frames and for plain lines;
+* :mod:`~dshpy.storage.jsonl.generations`: an old generation (v0–v3) read as its in-memory upgrade;
+* :mod:`~dshpy.storage.jsonl.upgrade`: storing that upgrade as ``session.v4`` the way dsh stages it;
 * :mod:`~dshpy.storage.jsonl.writer`: encoding and appending batches, the live writer;
 * :mod:`~dshpy.storage.jsonl.locking`: the single-writer ``session.lock``;
 * :mod:`~dshpy.storage.jsonl.sidecar`: the projection cache beside the log;

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dshpy.core.ids import check_session_id
+from dshpy.errors import InvalidSessionIdError
 
 __all__ = [
     "LOCK_FILENAME",
@@ -29,6 +30,7 @@ __all__ = [
     "parse_generation_filename",
     "project_dir_name",
     "project_key",
+    "session_segment",
 ]
 
 LOCK_FILENAME = "session.lock"
@@ -39,6 +41,7 @@ _SAFE_UNITS = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz01
 _SEPARATOR_UNITS = frozenset(b"/\\:")
 _GENERATION = re.compile(r"session(?:\.v([1-9][0-9]*))?\.jsonl")
 _ESCAPE = re.compile(r"~([0-9A-F]{4})")
+_NAME_MAX = 255  # bytes in one directory entry name on the filesystems dsh and dshpy run on
 
 
 def _code_units(text: str) -> list[int]:
@@ -83,6 +86,22 @@ def decode_segment(segment: str) -> str | None:
         return None
     decoded = b"".join(unit.to_bytes(2, "little") for unit in units).decode("utf-16-le", "surrogatepass")
     return decoded if encode_segment(decoded) == segment else None
+
+
+def session_segment(session_id: str) -> str:
+    """The directory name of a session: its checked id, escaped (dsh's layout).
+
+    Escaping multiplies an id's length by up to five, so a long id in another script
+    can exceed what a file name may hold; that id is refused here, by name, rather
+    than failing later as an ``OSError``.
+    """
+    segment = encode_segment(check_session_id(session_id))
+    if len(segment) > _NAME_MAX:
+        raise InvalidSessionIdError(
+            f"session id {session_id[:40]!r} is too long for a JSONL session directory: escaped it takes "
+            f"{len(segment)} characters, at most {_NAME_MAX} fit in a file name"
+        )
+    return segment
 
 
 def project_key(cwd: str) -> str:
@@ -139,12 +158,8 @@ def parse_generation_filename(name: str, *, compressed: bool) -> int | None:
 
 def log_path(root: Path, cwd: str | None, session_id: str, version: int, *, compressed: bool) -> Path:
     """Where the log of generation ``version`` of the session with this id and cwd belongs under ``root``."""
-    return (
-        root
-        / project_dir_name(cwd)
-        / encode_segment(check_session_id(session_id))
-        / generation_filename(version, compressed=compressed)
-    )
+    filename = generation_filename(version, compressed=compressed)
+    return root / project_dir_name(cwd) / session_segment(session_id) / filename
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,6 +10,7 @@ parsed again.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import threading
@@ -22,9 +23,12 @@ from typing import Any
 from dshpy.core.events import SessionEvent, decode_event
 from dshpy.core.json import loads
 from dshpy.errors import CorruptSessionError, DshError, FormatVersionError
-from dshpy.log.header import SessionHeader
+from dshpy.log.formats import ChildSource, FormatError
+from dshpy.log.formats.physical import decode_header, decode_row, is_packed, packed_run_span, row_count
+from dshpy.log.header import FORMAT_VERSION, SessionHeader
 from dshpy.log.versions import DEFAULT_CHAIN
 from dshpy.storage.jsonl.files import reading, same_file
+from dshpy.storage.jsonl.generations import migrate_header, migrate_log
 from dshpy.storage.jsonl.json_prefix import is_json_object_prefix
 from dshpy.storage.jsonl.layout import Location, log_path
 from dshpy.storage.jsonl.zstd_frames import (
@@ -70,6 +74,10 @@ class Scan:
     """How many of the last events came out of a torn zstd frame (re-appended as their own frame)."""
     last_time: int | None = None
     """Time of the last event (a light scan, which builds no events, still knows it)."""
+    stored_version: int = FORMAT_VERSION
+    """The generation the file holds; below the current one, ``events`` are its in-memory upgrade."""
+    records: tuple[dict[str, Any], ...] = ()
+    """For an old generation: the upgraded header record and events, in dsh's key order (what an upgrade writes)."""
 
 
 class _Rows:
@@ -83,12 +91,17 @@ class _Rows:
     keeps no events.
     """
 
-    __slots__ = ("_corrupt", "count", "events", "last_time", "light", "line", "where")
+    __slots__ = ("_corrupt", "count", "events", "last_time", "light", "line", "records", "version", "where")
 
-    def __init__(self, corrupt: Callable[[str], CorruptSessionError], *, light: bool) -> None:
+    def __init__(
+        self, corrupt: Callable[[str], CorruptSessionError], *, light: bool, version: int = FORMAT_VERSION
+    ) -> None:
         self._corrupt = corrupt
         self.light = light
+        self.version = version
         self.events: list[SessionEvent] = []
+        self.records: list[dict[str, Any]] = []
+        """An old generation's rows, decoded but not converted (the chain converts them all at once)."""
         self.count = 0
         self.last_time: int | None = None
         self.line = 0
@@ -106,6 +119,9 @@ class _Rows:
             raw = loads(line)
         except ValueError:
             raise self._corrupt(f"unparsable committed event at line {self.line_number}{self.where}") from None
+        if self.version < FORMAT_VERSION:
+            self._feed_old(raw)
+            return
         try:
             if self.light:
                 seq, time = self._light(raw)
@@ -120,6 +136,23 @@ class _Rows:
             self.events.append(event)
         self.count += 1
         self.last_time = time
+
+    def _feed_old(self, raw: Any) -> None:
+        """A row of generation v0–v3: checked as its version's layout and kept for the upgrade."""
+        try:
+            record = decode_row(raw, self.version, len(self.records))
+            time: Any
+            if is_packed(record):
+                seq, events, time = packed_run_span(record)
+            else:
+                seq, events, time = record["seq"], row_count(record), record.get("time")
+            if seq != self.count:
+                raise FormatError(f"seq gap (expected {self.count}, got {seq})")
+        except FormatError as error:
+            raise self._corrupt(f"invalid committed event at line {self.line_number}{self.where}: {error}") from None
+        self.records.append(record)
+        self.count += events
+        self.last_time = time if type(time) is int else self.last_time
 
     @staticmethod
     def _light(raw: Any) -> tuple[int, int]:
@@ -168,10 +201,19 @@ class LogReader:
     It knows the root because a header must name the session whose place it is in.
     """
 
-    def __init__(self, root: Path, cache: ScanCache, *, compressed: bool) -> None:
+    def __init__(
+        self,
+        root: Path,
+        cache: ScanCache,
+        *,
+        compressed: bool,
+        children: Callable[[str], list[ChildSource]] | None = None,
+    ) -> None:
         self.root = root
         self.cache = cache
         self.compressed = compressed
+        self.children = children if children is not None else lambda _session_id: []
+        """The catalog evidence of a session's historical subagent children (read when an old parent is upgraded)."""
 
     def read_header(self, session_id: str, location: Location) -> SessionHeader:
         """Read only the header: the first line, or the first frame when compressed."""
@@ -225,12 +267,26 @@ class LogReader:
                 scan.truncate_to,
                 location.path,
             )
-        if not light and len(data) == stat.st_size:
-            self.cache.put(location.path, revision(stat), scan)
+        if (not light or scan.stored_version < FORMAT_VERSION) and len(data) == stat.st_size:
+            self.cache.put(location.path, revision(stat), scan)  # an old generation's light scan is its whole upgrade
         return scan
 
+    def scan_bytes(self, data: bytes, session_id: str, location: Location) -> Scan:
+        """Scan a whole log given as bytes, without the cache or the path check (a staged file is verified so)."""
+        parse = self._scan_zstd if self.compressed else self._scan_plain
+        return parse(data, session_id, location, light=False, check_path=False)
+
     def _parse_header(self, line: bytes, session_id: str, location: Location) -> SessionHeader:
-        """Check a header record: version first, then shape, then that it names this session and path."""
+        return self._parse_header_record(line, session_id, location)[0]
+
+    def _parse_header_record(
+        self, line: bytes, session_id: str, location: Location, *, check_path: bool = True
+    ) -> tuple[SessionHeader, dict[str, Any]]:
+        """Check a header record: version first, then shape, then that it names this session and path.
+
+        Returns the header as the current format has it (an old generation's header
+        upgraded in memory) and the record as stored.
+        """
         try:
             raw = loads(line)
         except ValueError:
@@ -244,24 +300,31 @@ class LogReader:
             DEFAULT_CHAIN.plan(version, session_id)
         except FormatVersionError as error:
             raise FormatVersionError(f"{error} (raw log: {location.path})") from None
-        missing = [key for key in _HEADER_REQUIRED if key not in raw]
-        if missing or raw.get("type") != "session":
-            what = f"lacks {missing[0]}" if missing else "is not of type session"
-            raise _corruption(session_id, location, f"first line is not a session header (it {what})")
+        if version < FORMAT_VERSION:
+            try:
+                decode_header(raw, version)
+            except FormatError as error:
+                raise _corruption(session_id, location, f"first line is not a session header ({error})") from None
+        else:
+            missing = [key for key in _HEADER_REQUIRED if key not in raw]
+            if missing or raw.get("type") != "session":
+                what = f"lacks {missing[0]}" if missing else "is not of type session"
+                raise _corruption(session_id, location, f"first line is not a session header (it {what})")
         if version != location.version:
             raise _corruption(
                 session_id, location, f"the file name says format v{location.version}, its header v{version}"
             )
         if raw["id"] != session_id:
             raise _corruption(session_id, location, f"its header names session {raw['id']!r}")
+        current = migrate_header(raw, session_id, location.path) if version < FORMAT_VERSION else raw
         try:
-            header = SessionHeader.from_record(raw)
+            header = SessionHeader.from_record(current)
         except (CorruptSessionError, ValueError) as error:
             raise _corruption(session_id, location, str(error)) from None
         expected = log_path(self.root, header.cwd, header.id, location.version, compressed=self.compressed)
-        if location.path != expected and not same_file(location.path, expected):
+        if check_path and location.path != expected and not same_file(location.path, expected):
             raise _corruption(session_id, location, f"its header id and cwd belong at {expected}")
-        return header
+        return header, raw
 
     @staticmethod
     def _header_frame_line(plaintext: bytes, session_id: str, location: Location) -> bytes:
@@ -269,18 +332,21 @@ class LogReader:
             raise _corruption(session_id, location, "first zstd frame is not exactly one header line")
         return plaintext[:-1]
 
-    def _scan_plain(self, data: bytes, session_id: str, location: Location, *, light: bool) -> Scan:
+    def _scan_plain(
+        self, data: bytes, session_id: str, location: Location, *, light: bool, check_path: bool = True
+    ) -> Scan:
         newline = data.find(b"\n")
         if newline < 0:
             raise _corruption(session_id, location, "empty or header-less session log")
-        header = self._parse_header(data[:newline], session_id, location)
-        rows = _Rows(lambda detail: _corruption(session_id, location, detail), light=light)
+        header, record = self._parse_header_record(data[:newline], session_id, location, check_path=check_path)
+        rows = _Rows(lambda detail: _corruption(session_id, location, detail), light=light, version=location.version)
         start = newline + 1
         while (end := data.find(b"\n", start)) >= 0:
             rows.feed(data[start:end])
             start = end + 1
         if start == len(data):
-            return Scan(header, rows.events, rows.count, len(data), None, 0, rows.last_time)
+            scan = Scan(header, rows.events, rows.count, len(data), None, 0, rows.last_time)
+            return self._finish(scan, record, rows, location)
         if not is_json_object_prefix(data[start:]):
             raise _corruption(
                 session_id,
@@ -288,9 +354,12 @@ class LogReader:
                 f"unterminated final line {rows.line_number + 1} ({len(data) - start} bytes at byte {start}) "
                 "is not the start of an event line, so it is damage, not a torn write",
             )
-        return Scan(header, rows.events, rows.count, len(data), start, 0, rows.last_time)
+        scan = Scan(header, rows.events, rows.count, len(data), start, 0, rows.last_time)
+        return self._finish(scan, record, rows, location)
 
-    def _scan_zstd(self, data: bytes, session_id: str, location: Location, *, light: bool) -> Scan:
+    def _scan_zstd(
+        self, data: bytes, session_id: str, location: Location, *, light: bool, check_path: bool = True
+    ) -> Scan:
         def corrupt(detail: str) -> CorruptSessionError:
             return _corruption(session_id, location, detail)
 
@@ -305,8 +374,10 @@ class LogReader:
             header_plain = decompress_frame(frames[0])
         except ZstdFrameError as error:
             raise corrupt(f"zstd frame 0 (the header, at byte 0) does not decode: {error}") from None
-        header = self._parse_header(self._header_frame_line(header_plain, session_id, location), session_id, location)
-        rows = _Rows(corrupt, light=light)
+        header, record = self._parse_header_record(
+            self._header_frame_line(header_plain, session_id, location), session_id, location, check_path=check_path
+        )
+        rows = _Rows(corrupt, light=light, version=location.version)
         carry = b""
         for index, (start, _end) in enumerate(structure.frames[1:], start=1):
             try:
@@ -324,7 +395,8 @@ class LogReader:
             last = len(structure.frames) - 1
             raise corrupt(f"complete zstd frame {last} at byte {structure.frames[-1][0]} ends inside a JSONL record")
         if structure.torn_start is None:
-            return Scan(header, rows.events, rows.count, len(data), None, 0, rows.last_time)
+            scan = Scan(header, rows.events, rows.count, len(data), None, 0, rows.last_time)
+            return self._finish(scan, record, rows, location)
         torn, torn_start = len(structure.frames), structure.torn_start
         try:
             check_torn(data, torn_start)
@@ -346,4 +418,22 @@ class LogReader:
             raise corrupt(
                 f"torn zstd frame {torn} at byte {torn_start} ends in a record that is not the start of an event line"
             )
-        return Scan(header, rows.events, rows.count, len(data), torn_start, rows.count - complete, rows.last_time)
+        scan = Scan(header, rows.events, rows.count, len(data), torn_start, rows.count - complete, rows.last_time)
+        return self._finish(scan, record, rows, location)
+
+    def _finish(self, scan: Scan, record: dict[str, Any], rows: _Rows, location: Location) -> Scan:
+        """An old generation's scan becomes its upgrade: the events (and count, last time) of its v4 form."""
+        if rows.version >= FORMAT_VERSION:
+            return scan
+        session_id = scan.header.id
+        upgraded = migrate_log(record, rows.records, self.children(session_id), location.path)
+        return dataclasses.replace(
+            scan,
+            header=upgraded.header,
+            events=upgraded.events,
+            count=len(upgraded.events),
+            recovered=0,
+            last_time=upgraded.events[-1].time if upgraded.events else None,
+            stored_version=rows.version,
+            records=upgraded.records,
+        )

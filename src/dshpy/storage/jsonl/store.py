@@ -11,9 +11,11 @@ sidecar (:mod:`~dshpy.storage.jsonl.sidecar`). The format itself is described in
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import secrets
+import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -27,24 +29,28 @@ from dshpy.errors import (
     SessionNotFound,
     StoreError,
 )
+from dshpy.log.formats import ChildSource
 from dshpy.log.header import FORMAT_VERSION, SessionHeader
 from dshpy.log.session import SessionWriter
 from dshpy.storage.backend import BulkListing, OwnWriters, ProjectionCache, SearchIndex
 from dshpy.storage.base import BaseStore
 from dshpy.storage.jsonl.files import file_errors, fsync_dir, is_file, make_dir, write_all
+from dshpy.storage.jsonl.generations import child_evidence
 from dshpy.storage.jsonl.layout import (
     LOCK_FILENAME,
     TORN_SUFFIX,
     Location,
     decode_segment,
-    encode_segment,
+    generation_filename,
     log_path,
     parse_generation_filename,
+    session_segment,
 )
 from dshpy.storage.jsonl.locking import SessionLock
 from dshpy.storage.jsonl.scan import LogReader, Scan, ScanCache, revision
 from dshpy.storage.jsonl.search_sidecar import SearchSidecar
 from dshpy.storage.jsonl.sidecar import PROJECTION_CACHE_FILENAME, read_sidecar, save_sidecar
+from dshpy.storage.jsonl.upgrade import UpgradeReport, publish_upgrade
 from dshpy.storage.jsonl.writer import JsonlWriter, encode_new
 from dshpy.storage.os_errors import os_store_error
 from dshpy.storage.projection_cache import ProjectionRow
@@ -79,8 +85,10 @@ class JsonlStore(BaseStore, BulkListing, ProjectionCache, SearchIndex, OwnWriter
         self.url = f"jsonl:///{self.root}?compression={compression}"
         self._compressed = compression == "zstd"
         self._cache = ScanCache()
-        self._reader = LogReader(self.root, self._cache, compressed=self._compressed)
+        self._reader = LogReader(self.root, self._cache, compressed=self._compressed, children=self._children_of)
         self._search = SearchSidecar(self.root, self._log_revisions, self._whole_log)
+        self._listing = threading.local()
+        """While a listing runs in this thread: ``children``, the subagent sessions of each parent it found."""
 
     @classmethod
     def from_url(cls, url: StoreURL) -> JsonlStore:
@@ -135,7 +143,7 @@ class JsonlStore(BaseStore, BulkListing, ProjectionCache, SearchIndex, OwnWriter
         )
 
     def _find(self, session_id: str) -> Location | None:
-        segment = encode_segment(check_session_id(session_id))
+        segment = session_segment(session_id)
         matches = [loc for project in self._project_dirs() if (loc := self._resolve_dir(project / segment))]
         if len(matches) > 1:
             places = ", ".join(str(loc.session_dir) for loc in matches)
@@ -179,6 +187,38 @@ class JsonlStore(BaseStore, BulkListing, ProjectionCache, SearchIndex, OwnWriter
                     )
                 seen[session_id] = location
                 found.append((session_id, location))
+        return found
+
+    def _children_of(self, session_id: str) -> list[ChildSource]:
+        """Catalog evidence of the subagent sessions naming ``session_id`` as parent (for an old parent's upgrade).
+
+        A child whose header cannot be read is not a child we know of (dsh's listing
+        skips it too); one whose log cannot be read is kept with mode "unknown".
+        """
+        found: list[ChildSource] = []
+        listing = getattr(self._listing, "children", None)
+        candidates = listing.get(session_id, []) if listing is not None else self._subagents_of(session_id)
+        for child_id, location, header in candidates:
+            try:
+                events: list[SessionEvent] | None = self._reader.scan(child_id, location).events
+            except (CorruptSessionError, FormatVersionError) as error:
+                found.append(child_evidence(child_id, header, None, f"{error}"))
+                continue
+            found.append(child_evidence(child_id, header, events, None))
+        return found
+
+    def _subagents_of(self, session_id: str) -> list[tuple[str, Location, SessionHeader]]:
+        """The subagent sessions naming ``session_id`` as parent, found by reading every header of the root."""
+        found = []
+        for child_id, location in self._scan_root():
+            if child_id == session_id:
+                continue
+            try:
+                header = self._reader.read_header(child_id, location)
+            except (CorruptSessionError, FormatVersionError):
+                continue
+            if header.origin == "subagent" and header.parent_session == session_id:
+                found.append((child_id, location, header))
         return found
 
     # -- creating sessions --------------------------------------------------------------
@@ -252,13 +292,66 @@ class JsonlStore(BaseStore, BulkListing, ProjectionCache, SearchIndex, OwnWriter
         return self._open_writer(session_id)
 
     def _open_writer(self, session_id: str) -> JsonlWriter:
+        """The session's writer; an old generation is upgraded on disk first, and the writer continues the v4 file."""
         location = self._locate(session_id)
-        lock = SessionLock.try_acquire(
+        lock = self._writer_lock(session_id, location)
+        scan = None
+        if location.version < FORMAT_VERSION:
+            try:
+                location, scan = self._publish_upgrade(session_id, location)
+            except BaseException:
+                lock.release()
+                raise
+        return JsonlWriter(self._reader, session_id, location, lock, scan)
+
+    @staticmethod
+    def _writer_lock(session_id: str, location: Location) -> SessionLock:
+        return SessionLock.try_acquire(
             location.session_dir,
             f'session "{session_id}" is already owned by an active writer '
             f"(lock held on {location.session_dir / LOCK_FILENAME})",
         )
-        return JsonlWriter(self._reader, session_id, location, lock)
+
+    def _publish_upgrade(self, session_id: str, location: Location) -> tuple[Location, Scan]:
+        """Under the session's lock: store the in-memory upgrade of its old generation as ``session.v4``."""
+        with file_errors(f'session "{session_id}": cannot read {location.path}'):
+            source = revision(os.stat(location.path))
+        scan = self._reader.scan(session_id, location)
+        current, fresh = publish_upgrade(self._reader, session_id, location, scan, source)
+        log.info(
+            'session "%s": stored its v%d generation upgraded to v%d as %s (the old file is kept)',
+            session_id,
+            location.version,
+            FORMAT_VERSION,
+            current.path,
+        )
+        return current, fresh
+
+    # -- upgrading old generations ---------------------------------------------------
+
+    def upgrade(self, session_id: str, *, dry_run: bool = False) -> UpgradeReport:
+        """Store an old generation's v4 upgrade beside it (dsh's staged publication); the old file stays.
+
+        A session already in the current format is left as it is. With ``dry_run`` the
+        upgrade is made and checked in memory and nothing is written or locked.
+        Refusals raise :class:`~dshpy.log.formats.MigrationRefusedError`; a session
+        another writer holds, :class:`~dshpy.errors.SessionBusyError`.
+        """
+        location = self._locate(session_id)
+        target = location.session_dir / generation_filename(FORMAT_VERSION, compressed=self._compressed)
+        if location.version >= FORMAT_VERSION or dry_run:
+            count = self._reader.scan(session_id, location).count
+            return UpgradeReport(session_id, location.version, location.path, target, count, written=False)
+        lock = self._writer_lock(session_id, location)
+        try:
+            current, scan = self._publish_upgrade(session_id, location)
+        finally:
+            lock.release()
+        return UpgradeReport(session_id, location.version, location.path, current.path, scan.count, written=True)
+
+    def old_generations(self) -> list[str]:
+        """Ids of the sessions whose highest stored generation is older than the current format."""
+        return [session_id for session_id, location in self._scan_root() if location.version < FORMAT_VERSION]
 
     def _header(self, session_id: str) -> SessionHeader:
         return self._reader.read_header(session_id, self._locate(session_id))
@@ -321,8 +414,8 @@ class JsonlStore(BaseStore, BulkListing, ProjectionCache, SearchIndex, OwnWriter
 
     def _save_projection_rows(self, session_id: str, rows: Sequence[ProjectionRow]) -> None:
         location = self._find(session_id)
-        if location is None or not rows:
-            return
+        if location is None or not rows or location.version < FORMAT_VERSION:
+            return  # an old generation is only read: nothing is written beside it until it is upgraded
         save_sidecar(
             location.session_dir, rows, still_there=lambda: self._resolve_dir(location.session_dir) is not None
         )
@@ -387,19 +480,32 @@ class JsonlStore(BaseStore, BulkListing, ProjectionCache, SearchIndex, OwnWriter
         """Every readable session (headers plus a cheap event count); unreadable ones are skipped with a warning."""
         headers = self._readable_headers()
         forks: dict[str, list[str]] = {}
-        for session_id, _, header in headers:
+        subagents: dict[str, list[tuple[str, Location, SessionHeader]]] = {}
+        for session_id, location, header in headers:
             if header.parent_session is not None:
                 forks.setdefault(header.parent_session, []).append(session_id)
+                if header.origin == "subagent":
+                    subagents.setdefault(header.parent_session, []).append((session_id, location, header))
         infos: list[SessionInfo] = []
-        for session_id, location, header in headers:
-            try:
-                scan = self._reader.scan(session_id, location, light=True)
-            except (CorruptSessionError, FormatVersionError) as error:
-                log.warning("not listing session %s: %s", session_id, error)
-                continue
-            updated = header.created_at if scan.last_time is None else max(header.created_at, scan.last_time)
-            infos.append(SessionInfo(session_id, header, scan.count, updated, tuple(sorted(forks.get(session_id, ())))))
+        self._listing.children = subagents  # an old parent's upgrade finds its children here, not by re-listing
+        try:
+            for session_id, location, header in headers:
+                try:
+                    scan = self._reader.scan(session_id, location, light=True)
+                except (CorruptSessionError, FormatVersionError) as error:
+                    log.warning("not listing session %s: %s", session_id, error)
+                    continue
+                updated = header.created_at if scan.last_time is None else max(header.created_at, scan.last_time)
+                children = tuple(sorted(forks.get(session_id, ())))
+                infos.append(SessionInfo(session_id, header, scan.count, updated, children, location.version))
+        finally:
+            self._listing.children = None
         return infos
+
+    def stat(self, session_id: str) -> SessionInfo:
+        info = super().stat(session_id)
+        version = self._locate(session_id).version
+        return info if version == info.stored_version else dataclasses.replace(info, stored_version=version)
 
 
 def _is_session_id(value: str) -> bool:

@@ -240,3 +240,28 @@ def test_disable_stops_recording(otel: Recorded) -> None:
     run_turn(session, [Reply.text("two")])
     session.flush()
     assert len(otel.spans()) == before
+
+
+def test_the_engine_wraps_a_manual_compaction_and_its_refusal_in_spans(otel: Recorded) -> None:
+    from dshpy.compaction import CompactionEngine
+    from dshpy.errors import NothingToCompactError
+    from dshpy.testing.builders import TurnScript
+
+    store = dshpy.open_store("memory:")
+    session = store.create()
+    for index in range(3):
+        TurnScript(session).turn(f"task {index}: " + "please read the configuration file again " * 20, steps=2)
+    session.flush()
+    result = CompactionEngine().compact(session, lambda _request: "The user asked for three reads; all done.")
+    empty = store.create()
+    with pytest.raises(NothingToCompactError):
+        CompactionEngine().compact(empty, lambda _request: "unused")
+    done, refused = otel.spans("dshpy.compaction")
+    assert done.attributes["session.id"] == session.id
+    assert done.attributes["dshpy.compaction.reason"] == "manual"
+    assert done.status.status_code is not StatusCode.ERROR
+    assert refused.attributes["session.id"] == empty.id
+    assert refused.status.status_code is StatusCode.ERROR
+    assert refused.attributes["error.type"] == "NothingToCompactError"
+    assert otel.total("dshpy.compactions") == 1  # counted from the logged compaction/end of the one that landed
+    assert session.events[result.end_seq].type == "compaction/end"

@@ -56,6 +56,7 @@ from dshpy.errors import (
     UnbalancedSpanError,
 )
 from dshpy.log.session import Session
+from dshpy.telemetry.switch import compaction_span
 
 __all__ = [
     "DEFAULT_ENGINE",
@@ -276,7 +277,8 @@ class CompactionEngine:
         a tool pair, or the summary is unusable.
         """
         flow = self._compact_flow(session, retain_tokens, span, source_command_id, flush, replans)
-        return _drive(flow, summarizer)
+        with compaction_span(session, reason="manual"):
+            return _drive(flow, summarizer)
 
     async def acompact(
         self,
@@ -291,7 +293,8 @@ class CompactionEngine:
     ) -> CompactionResult:
         """:meth:`compact` with an async (or sync) summarizer."""
         flow = self._compact_flow(session, retain_tokens, span, source_command_id, flush, replans)
-        return await _adrive(flow, summarizer)
+        with compaction_span(session, reason="manual"):
+            return await _adrive(flow, summarizer)
 
     def compact_if_needed(
         self, session: Session, summarizer: Summarizer, *, window: int | None = None, prune: bool = True
@@ -327,7 +330,8 @@ class CompactionEngine:
         tail verbatim instead (0: only the newest node, dsh's choice) — for a caller
         that knows the whole span would not fit the summary call's own window.
         """
-        return _drive(self._overflow_flow(session, prune=prune, retain_tokens=retain_tokens), summarizer)
+        with compaction_span(session, reason="context-window"):
+            return _drive(self._overflow_flow(session, prune=prune, retain_tokens=retain_tokens), summarizer)
 
     async def arecover_overflow(
         self,
@@ -339,7 +343,8 @@ class CompactionEngine:
     ) -> OverflowRecovery:
         """:meth:`recover_overflow` with an async (or sync) summarizer."""
         flow = self._overflow_flow(session, prune=prune, retain_tokens=retain_tokens)
-        return await _adrive(flow, summarizer)
+        with compaction_span(session, reason="context-window"):
+            return await _adrive(flow, summarizer)
 
     def prune(self, session: Session, *, flush: bool = True) -> PruneResult:
         """Prune every oversized tool result of the current surface (needs an open turn)."""

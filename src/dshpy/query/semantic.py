@@ -1,7 +1,8 @@
 """Semantic search: keep every event's text embedded, rank by cosine, and fuse with bm25 for hybrid.
 
 The vectors are derived data, caught up on demand: before a search, :meth:`SemanticIndex.sync`
-reads each session in scope from the last seq it embedded (forks read through their
+reads each session in scope that changed since (by its listing's event count and
+time of last event) from the last seq it embedded (forks read through their
 inherited prefix, whose texts hash the same and so are not embedded again), embeds
 only texts whose (model, content hash) has no vector yet, and forgets sessions that
 were deleted. :meth:`SemanticIndex.sync_in_background` does the same on a thread, so a
@@ -64,24 +65,31 @@ class SemanticIndex:
         self.embedder = embedder
         self.vectors = vectors or VectorStore()
         self._sync_lock = threading.Lock()
+        self._seen: dict[str, tuple[int, int]] = {}
+        """(event count, updated at) of each session when this index last read it: a cheap "unchanged"."""
         self.embedded = 0
         """Texts embedded by this index so far (the rest were found already embedded)."""
 
     def sync(self, sessions: Iterable[str] | None = None) -> int:
         """Embed whatever the sessions (default: every session) appended since the last sync; texts embedded."""
         with self._sync_lock:
-            present = {info.id for info in self.store.list()}
+            present = {info.id: (info.event_count, info.updated_at) for info in self.store.list()}
             marks = self.vectors.synced()
             gone = [s for s in marks if s not in present]
             if gone:
                 self.vectors.forget(gone)
-            wanted = present if sessions is None else present.intersection(sessions)
+                for session_id in gone:
+                    self._seen.pop(session_id, None)
+            wanted = present.keys() if sessions is None else present.keys() & set(sessions)
             chunks: list[Chunk] = []
             synced: dict[str, int] = {}
             for session_id in sorted(wanted):
+                if self._seen.get(session_id) == present[session_id]:
+                    continue  # unchanged since this index last read it: no read at all
                 last = self._read(session_id, marks.get(session_id, -1), chunks)
                 if last is not None:
                     synced[session_id] = last
+                self._seen[session_id] = present[session_id]
             return self._store(chunks, synced)
 
     def _read(self, session_id: str, after: int, into: list[Chunk]) -> int | None:

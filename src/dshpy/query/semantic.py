@@ -39,7 +39,7 @@ log = logging.getLogger("dshpy.query.semantic")
 
 RRF_K = 60
 """Reciprocal-rank fusion's constant (Cormack et al.): damps the head so one list cannot dominate."""
-_EMBED_BATCH = 256
+_EMBED_BATCH = 2048
 _MAX_EMBED_CHARS = 2000
 """Texts are cut to this many characters before embedding: a tool's 100 kB output says what it is about early."""
 
@@ -65,6 +65,8 @@ class SemanticIndex:
         self.embedder = embedder
         self.vectors = vectors or VectorStore()
         self._sync_lock = threading.Lock()
+        self._version = 0
+        self._cached: tuple[int, _Table] | None = None
         self._seen: dict[str, tuple[int, int]] = {}
         """(event count, updated at) of each session when this index last read it: a cheap "unchanged"."""
         self.embedded = 0
@@ -78,6 +80,7 @@ class SemanticIndex:
             gone = [s for s in marks if s not in present]
             if gone:
                 self.vectors.forget(gone)
+                self._version += 1
                 for session_id in gone:
                     self._seen.pop(session_id, None)
             wanted = present.keys() if sessions is None else present.keys() & set(sessions)
@@ -120,6 +123,8 @@ class SemanticIndex:
             for digest, vector in zip(batch, found, strict=True):
                 blobs[digest] = _unit(np.asarray(vector, dtype=np.float32)).tobytes()
         self.vectors.add(model, blobs, chunks, synced)
+        if chunks:
+            self._version += 1
         self.embedded += len(blobs)
         return len(blobs)
 
@@ -150,22 +155,58 @@ class SemanticIndex:
         import numpy as np
 
         self.sync(sessions)
-        rows = [
-            (chunk, blob)
-            for chunk, blob in self.vectors.chunks(self.embedder.name, sessions)
-            if (types is None or chunk.type in types)
-            and (time_from is None or chunk.time >= time_from)
-            and (time_to is None or chunk.time <= time_to)
-        ]
-        if not rows:
+        table = self._table()
+        if not table.chunks:
             return []
-        matrix = np.frombuffer(b"".join(blob for _, blob in rows), dtype=np.float32).reshape(len(rows), -1)
+        wanted = np.isin(table.sessions, np.asarray(list(sessions), dtype=object))
+        if types is not None:
+            wanted &= np.isin(table.types, np.asarray(list(types), dtype=object))
+        if time_from is not None:
+            wanted &= table.times >= time_from
+        if time_to is not None:
+            wanted &= table.times <= time_to
+        rows = np.flatnonzero(wanted)
+        if rows.size == 0:
+            return []
         target = _unit(np.asarray(self.embedder.embed([query])[0], dtype=np.float32))
-        scores = matrix @ target
-        count = min(limit, len(rows))
+        scores = table.matrix[rows] @ target
+        count = min(limit, rows.size)
         best = np.argpartition(-scores, count - 1)[:count]
-        order = sorted(best.tolist(), key=lambda i: (-float(scores[i]), -rows[i][0].time, rows[i][0].session_id))
-        return [Ranked(rows[i][0], float(scores[i])) for i in order]
+        chunks = table.chunks
+        order = sorted(
+            best.tolist(),
+            key=lambda i: (-float(scores[i]), -chunks[rows[i]].time, chunks[rows[i]].session_id, chunks[rows[i]].seq),
+        )
+        return [Ranked(chunks[rows[i]], float(scores[i])) for i in order]
+
+    def _table(self) -> _Table:
+        """Every chunk with its vector, as arrays, kept in memory until a sync changes them."""
+        import numpy as np
+
+        with self._sync_lock:
+            if self._cached is None or self._cached[0] != self._version:
+                rows = self.vectors.chunks(self.embedder.name, None)
+                chunks = [chunk for chunk, _ in rows]
+                blob = b"".join(vector for _, vector in rows)
+                matrix = np.frombuffer(blob, dtype=np.float32).reshape(len(rows), -1) if rows else np.zeros((0, 1))
+                table = _Table(
+                    chunks,
+                    matrix,
+                    np.asarray([c.session_id for c in chunks], dtype=object),
+                    np.asarray([c.type for c in chunks], dtype=object),
+                    np.asarray([c.time for c in chunks], dtype=np.int64),
+                )
+                self._cached = (self._version, table)
+            return self._cached[1]
+
+
+@dataclass(frozen=True, slots=True)
+class _Table:
+    chunks: list[Chunk]
+    matrix: Any
+    sessions: Any
+    types: Any
+    times: Any
 
 
 def _unit(vector: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:

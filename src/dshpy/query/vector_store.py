@@ -68,9 +68,7 @@ class VectorStore:
                 have.update(row[0] for row in self._db.execute(sql, (model, *batch)))
         return set(wanted) - have
 
-    def add(
-        self, model: str, vectors: dict[str, bytes], chunks: Sequence[Chunk], synced: dict[str, int]
-    ) -> None:
+    def add(self, model: str, vectors: dict[str, bytes], chunks: Sequence[Chunk], synced: dict[str, int]) -> None:
         """Store new vectors (float32 blobs by hash), chunks and sync marks in one transaction."""
         with self._lock:
             self._db.execute("BEGIN")
@@ -95,21 +93,25 @@ class VectorStore:
             self._db.executemany("DELETE FROM chunks WHERE session = ?", gone)
             self._db.executemany("DELETE FROM synced WHERE session = ?", gone)
 
-    def chunks(self, model: str, sessions: Sequence[str]) -> list[tuple[Chunk, bytes]]:
-        """Every chunk of ``sessions`` with its vector of ``model``."""
-        found: list[tuple[Chunk, bytes]] = []
+    def chunks(self, model: str, sessions: Sequence[str] | None) -> list[tuple[Chunk, bytes]]:
+        """Every chunk of ``sessions`` (``None``: of every session) with its vector of ``model``."""
+        join = "JOIN vectors v ON v.model = ? AND v.hash = c.hash"
         with self._lock:
-            self._db.execute("CREATE TEMP TABLE IF NOT EXISTS scope (session TEXT PRIMARY KEY)")
-            self._db.execute("DELETE FROM scope")
-            self._db.executemany("INSERT OR IGNORE INTO scope VALUES (?)", [(s,) for s in sessions])
-            rows = self._db.execute(
-                "SELECT c.session, c.seq, c.hash, c.type, c.time, c.text, v.vector FROM chunks c"
-                " JOIN scope s ON s.session = c.session JOIN vectors v ON v.model = ? AND v.hash = c.hash",
-                (model,),
-            ).fetchall()
-        for session, seq, digest, kind, time, text, blob in rows:
-            found.append((Chunk(session, seq, digest, kind, time, text), blob))
-        return found
+            if sessions is None:
+                sql = f"SELECT c.session, c.seq, c.hash, c.type, c.time, c.text, v.vector FROM chunks c {join}"
+            else:
+                self._db.execute("CREATE TEMP TABLE IF NOT EXISTS scope (session TEXT PRIMARY KEY)")
+                self._db.execute("DELETE FROM scope")
+                self._db.executemany("INSERT OR IGNORE INTO scope VALUES (?)", [(s,) for s in sessions])
+                sql = (
+                    "SELECT c.session, c.seq, c.hash, c.type, c.time, c.text, v.vector FROM chunks c"
+                    f" JOIN scope s ON s.session = c.session {join}"
+                )
+            rows = self._db.execute(sql, (model,)).fetchall()
+        return [
+            (Chunk(session, seq, digest, kind, time, text), blob)
+            for session, seq, digest, kind, time, text, blob in rows
+        ]
 
     def count(self) -> tuple[int, int]:
         """(chunks, vectors) held."""

@@ -151,14 +151,17 @@ MODES = ("fts", "fts-any", "semantic", "hybrid", "hybrid-any")
 KINDS = ("paraphrase", "identifier", "error")
 
 
-def fact_steps(number: int, rng: random.Random, component: tuple[str, str, str], problem: tuple[str, ...]) -> list[Step]:
+def fact_steps(
+    number: int, rng: random.Random, component: tuple[str, str, str], problem: tuple[str, ...]
+) -> list[Step]:
     """A filler turn rewritten to tell one fact: the prompt, the tool call's identifier, the tool's error."""
     name, _, stem = component
     statement, _, verb, error = problem
     identifier = f"{verb}_{stem}"
     steps = turn_steps(number, rng)
     told: list[Step] = []
-    for kind, data, surface, cites in steps:
+    for kind, original, surface, cites in steps:
+        data = original
         if kind == "user/message":
             prompt = f"{statement.format(c=name).capitalize()}. Can you find out why and fix it?"
             data = user_message(prompt)
@@ -250,8 +253,11 @@ def main() -> None:
     if args.json:
         print(json.dumps(report, indent=2))
         return
-    print(f"{args.sessions} sessions, {events} events, {len(labelled)} queries; embedded {embedded} texts in "
-          f"{embed_seconds:.1f} s", file=sys.stderr)
+    print(
+        f"{args.sessions} sessions, {events} events, {len(labelled)} queries; embedded {embedded} texts in "
+        f"{embed_seconds:.1f} s",
+        file=sys.stderr,
+    )
     print(f"{'mode':<12}" + "".join(f"{k + ' R@5':>16}{k + ' MRR':>16}" for k in ("all", *KINDS)))
     for mode, table in results.items():
         print(f"{mode:<12}" + "".join(f"{table[k]['recall@5']:>16.3f}{table[k]['mrr']:>16.3f}" for k in table))

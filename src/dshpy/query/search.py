@@ -95,7 +95,6 @@ class SearchRequest:
             "created_to": filters.created_to,
         }
 
-
     def scoped_filters(self) -> SessionFilter:
         """The session filters with ``session_id`` folded into their ids."""
         filters = self.filters

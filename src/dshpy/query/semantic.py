@@ -144,23 +144,25 @@ class SemanticIndex:
     def rank(
         self,
         query: str,
-        sessions: Sequence[str],
+        sessions: Sequence[str] | None,
         *,
         types: tuple[str, ...] | None = None,
         time_from: int | None = None,
         time_to: int | None = None,
         limit: int = 100,
     ) -> list[Ranked]:
-        """The ``limit`` events of ``sessions`` nearest ``query`` in meaning, best first (after a sync)."""
+        """The ``limit`` events of ``sessions`` (``None``: all) nearest ``query`` in meaning, best first."""
         import numpy as np
 
         self.sync(sessions)
         table = self._table()
         if not table.chunks:
             return []
-        wanted = np.isin(table.sessions, np.asarray(list(sessions), dtype=object))
+        wanted = np.ones(len(table.chunks), dtype=bool)
+        if sessions is not None:
+            wanted &= _member(table.sessions, table.session_codes, sessions)
         if types is not None:
-            wanted &= np.isin(table.types, np.asarray(list(types), dtype=object))
+            wanted &= _member(table.types, table.type_codes, types)
         if time_from is not None:
             wanted &= table.times >= time_from
         if time_to is not None:
@@ -189,11 +191,15 @@ class SemanticIndex:
                 chunks = [chunk for chunk, _ in rows]
                 blob = b"".join(vector for _, vector in rows)
                 matrix = np.frombuffer(blob, dtype=np.float32).reshape(len(rows), -1) if rows else np.zeros((0, 1))
+                session_codes = _codes(c.session_id for c in chunks)
+                type_codes = _codes(c.type for c in chunks)
                 table = _Table(
                     chunks,
                     matrix,
-                    np.asarray([c.session_id for c in chunks], dtype=object),
-                    np.asarray([c.type for c in chunks], dtype=object),
+                    np.asarray([session_codes[c.session_id] for c in chunks], dtype=np.int64),
+                    session_codes,
+                    np.asarray([type_codes[c.type] for c in chunks], dtype=np.int64),
+                    type_codes,
                     np.asarray([c.time for c in chunks], dtype=np.int64),
                 )
                 self._cached = (self._version, table)
@@ -202,11 +208,30 @@ class SemanticIndex:
 
 @dataclass(frozen=True, slots=True)
 class _Table:
+    """The chunks as arrays: sessions and types as integer codes, so a scope is a lookup, not a string compare."""
+
     chunks: list[Chunk]
     matrix: Any
     sessions: Any
+    session_codes: dict[str, int]
     types: Any
+    type_codes: dict[str, int]
     times: Any
+
+
+def _codes(values: Iterable[str]) -> dict[str, int]:
+    codes: dict[str, int] = {}
+    for value in values:
+        codes.setdefault(value, len(codes))
+    return codes
+
+
+def _member(column: Any, codes: dict[str, int], wanted: Iterable[str]) -> Any:
+    import numpy as np
+
+    allowed = np.zeros(len(codes) + 1, dtype=bool)
+    allowed[[codes[value] for value in wanted if value in codes]] = True
+    return allowed[column]
 
 
 def _unit(vector: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:

@@ -33,8 +33,9 @@ def run_semantic_search(index: SemanticIndex, request: SearchRequest, *, limit: 
     """One page of ``request`` ranked by meaning (``mode`` ``semantic``) or fused with bm25 (``hybrid``)."""
     size = check_limit(limit, SEARCH_MAX_LIMIT, default=SEARCH_DEFAULT_LIMIT)
     offset, _ = cursor_position(cursor, request.fingerprint)
-    sessions = request.session_ids(index.store)
-    if not sessions:
+    scoped = request.scoped_filters()
+    sessions = None if scoped.empty else request.session_ids(index.store)
+    if sessions == ():
         return SearchPage([], None)
     depth = max(FUSION_DEPTH, offset + size + 1)
     found = index.rank(
@@ -62,7 +63,7 @@ def run_semantic_search(index: SemanticIndex, request: SearchRequest, *, limit: 
 def _fused(
     index: SemanticIndex,
     request: SearchRequest,
-    sessions: tuple[str, ...],
+    sessions: tuple[str, ...] | None,
     meaning: list[tuple[_Hit, float]],
     depth: int,
 ) -> list[tuple[_Hit, float]]:

@@ -21,7 +21,12 @@ Measured, each in the same run (the machine is shared, absolute numbers drift):
   and flushed, the agent loop's cadence) into the full store, with the index and with
   it switched off for the same kind of turn, alternating turn by turn (medians): the
   index's share of a durable append, and of the flush alone;
-* **rebuild** — :meth:`SessionQuery.rebuild_index` over the whole store.
+* **rebuild** — :meth:`SessionQuery.rebuild_index` over the whole store;
+* with ``--semantic`` (needs ``pip install 'dshpy[semantic]'``): **embedding** — the
+  local model embedding every indexed event's text from scratch (texts a second, the
+  whole catch-up including reading the logs, and the model alone on the same texts),
+  and **semantic / hybrid latency** — p50/p95 of ``search(mode="semantic")`` and
+  ``search(mode="hybrid")`` over the same query mix, across all sessions.
 """
 
 from __future__ import annotations
@@ -328,6 +333,39 @@ def append_costs(store: dshpy.SessionStore, rng: random.Random, turns: int) -> d
     return {name: 1e6 * statistics.median(values) for name, values in timings.items()}
 
 
+def semantic_costs(store: dshpy.SessionStore, mix: list[str], scratch: Path) -> dict[str, Any]:
+    """Embedding throughput (the catch-up and the model alone) and semantic/hybrid search latency."""
+    from dshpy.query.embedder_static import StaticModelEmbedder
+    from dshpy.query.vector_store import VectorStore
+
+    embedder = StaticModelEmbedder()
+    embedder.embed(["warm up"])
+    query = SessionQuery(store, embedder=embedder, vectors=VectorStore(scratch / "vectors.db"))
+    started = time.perf_counter()
+    embedded = query.semantic.sync()
+    sync_s = time.perf_counter() - started
+    texts = [chunk.text[:2000] for chunk, _ in query.semantic.vectors.chunks(embedder.name, None)][:embedded]
+    started = time.perf_counter()
+    for at in range(0, len(texts), 2048):
+        embedder.embed(texts[at : at + 2048])
+    model_s = time.perf_counter() - started
+    semantic, _ = timed_searches(lambda text: query.search(text, mode="semantic"), mix)
+    hybrid, _ = timed_searches(lambda text: query.search(text, mode="hybrid"), mix)
+    chunks, vectors = query.semantic.vectors.count()
+    return {
+        "embedding": {
+            "texts": embedded,
+            "catch_up_s": round(sync_s, 1),
+            "catch_up_texts_per_s": round(embedded / sync_s),
+            "model_texts_per_s": round(len(texts) / model_s),
+            "chunks": chunks,
+            "vectors": vectors,
+        },
+        "search_semantic": percentiles(semantic),
+        "search_hybrid": percentiles(hybrid),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sessions", type=int, default=1000)
@@ -336,6 +374,7 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=QUERIES)
     parser.add_argument("--append-turns", type=int, default=1000, help="turns appended with and without the index")
     parser.add_argument("--dir", help="where to build the store (default: a temporary directory)")
+    parser.add_argument("--semantic", action="store_true", help="also embedding throughput and semantic/hybrid latency")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     if args.full:
@@ -355,6 +394,7 @@ def main() -> None:
         within, _ = timed_searches(lambda text: query.search(text, session_id=rng.choice(ids)), mix)
         filtered, _ = timed_searches(lambda text: query.search(text, filters={"cwd": "/work/project-3"}), mix)
         search_bytes, log_bytes = index_bytes(path)
+        meaning = semantic_costs(store, mix, Path(scratch)) if args.semantic else None
         costs = append_costs(store, rng, args.append_turns)
         rebuild_started = time.perf_counter()
         rebuilt = query.rebuild_index()
@@ -387,6 +427,8 @@ def main() -> None:
         },
         "rebuild": {"seconds": round(rebuild_s, 1), "documents": rebuilt.documents},
     }
+    if meaning is not None:
+        report.update(meaning)
     if args.json:
         print(json.dumps(report, indent=2))
         return

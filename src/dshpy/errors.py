@@ -47,7 +47,8 @@ import their base from here, so this module stays the lowest layer::
     ├── QueryError                a session query was refused; ``.code`` is dsh's SESSION_QUERY_* [query.errors]
     │   ├── InvalidQueryError     the request is malformed (filter, cursor, limit, window, query text) [query.errors]
     │   ├── StaleCursorError      what the cursor paged changed (a session deleted, the index rebuilt) [query.errors]
-    │   └── QueryNotFoundError    no such session or event [query.errors]
+    │   ├── QueryNotFoundError    no such session or event [query.errors]
+    │   └── SemanticUnavailableError  semantic search without dshpy[semantic], or its model failing [query.embedding]
     ├── ConfigError               a setting (config file, flag, environment variable) is unusable; names it
     │   ├── CompactionConfigError a compaction policy that does not fit the model's context window
     │   ├── ModelConfigError      the model route or time limits are unusable [llm.config]

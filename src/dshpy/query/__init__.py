@@ -14,9 +14,15 @@ Start with :class:`SessionQuery`::
 The pieces a caller may want on their own: the text an event contributes to search
 (:func:`event_text`), filters (:class:`SessionFilter`), the result values, and the
 errors (:class:`QueryError` and its family, with dsh's ``SESSION_QUERY_*`` codes).
+
+Semantic and hybrid search (``search(..., mode="semantic"|"hybrid")``, the
+``dshpy[semantic]`` extra) take an :class:`Embedder` (``dshpy.query.embedder_static``,
+``dshpy.query.embedder_http``) and keep vectors in a :class:`VectorStore`; numpy is
+imported only when they run.
 """
 
 from dshpy.log.event_text import event_text
+from dshpy.query.embedding import Embedder, SemanticUnavailableError
 from dshpy.query.errors import InvalidQueryError, QueryError, QueryNotFoundError, StaleCursorError
 from dshpy.query.expressions import MAX_QUERY_BYTES, parse_query
 from dshpy.query.filters import SESSION_FILTER_KEYS, SessionFilter
@@ -35,8 +41,10 @@ from dshpy.query.results import (
     Surface,
 )
 from dshpy.query.search import SEARCH_DEFAULT_LIMIT, SEARCH_MAX_LIMIT
+from dshpy.query.semantic_modes import SEARCH_MODES
 from dshpy.query.service import LIST_DEFAULT_LIMIT, LIST_MAX_LIMIT, READ_WINDOW_MAX, SessionQuery
 from dshpy.query.snippets import SNIPPET_CHARS, Snippet
+from dshpy.query.vector_store import VectorStore
 from dshpy.storage.search_records import SearchIndexStatus
 
 __all__ = [
@@ -46,8 +54,10 @@ __all__ = [
     "READ_WINDOW_MAX",
     "SEARCH_DEFAULT_LIMIT",
     "SEARCH_MAX_LIMIT",
+    "SEARCH_MODES",
     "SESSION_FILTER_KEYS",
     "SNIPPET_CHARS",
+    "Embedder",
     "EventTrace",
     "EventWindow",
     "InvalidQueryError",
@@ -60,6 +70,7 @@ __all__ = [
     "SearchHit",
     "SearchIndexStatus",
     "SearchPage",
+    "SemanticUnavailableError",
     "SessionFilter",
     "SessionPage",
     "SessionQuery",
@@ -68,6 +79,7 @@ __all__ = [
     "Snippet",
     "StaleCursorError",
     "Surface",
+    "VectorStore",
     "event_text",
     "parse_query",
 ]

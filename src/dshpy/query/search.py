@@ -27,7 +27,7 @@ from dshpy.query.snippets import make_snippet
 from dshpy.storage.contract import SessionStore
 from dshpy.storage.search_records import TextQuery
 
-__all__ = ["SEARCH_DEFAULT_LIMIT", "SEARCH_MAX_LIMIT", "SearchRequest", "run_search"]
+__all__ = ["SEARCH_DEFAULT_LIMIT", "SEARCH_MAX_LIMIT", "SearchRequest", "cursor_position", "run_search"]
 
 SEARCH_DEFAULT_LIMIT = 20
 SEARCH_MAX_LIMIT = 100
@@ -47,8 +47,10 @@ class SearchRequest:
         types: Any,
         since: Any,
         until: Any,
+        mode: str = "fts",
     ) -> None:
         self.text = query
+        self.mode = mode
         self.expr = parse_query(query, operators=operators)
         self.filters = filters
         if session_id is not None:
@@ -60,8 +62,10 @@ class SearchRequest:
         self.types = parse_types(types)
         self.time_from = parse_time("since", since)
         self.time_to = parse_time("until", until)
+        shape: dict[str, Any] = {} if mode == "fts" else {"mode": mode}
         self.fingerprint = fingerprint(
             {
+                **shape,
                 "query": query,
                 "operators": operators,
                 "filters": filters.to_json(),
@@ -79,14 +83,9 @@ class SearchRequest:
         applies them in the search itself; a lineage or a filter on projections (state,
         title, model, turns) is resolved against the listing first, into ids.
         """
-        filters = self.filters
-        if self.session_id is not None:
-            only = self.session_id
-            filters = dataclasses.replace(
-                filters, ids=(only,) if filters.ids is None else tuple(i for i in filters.ids if i == only)
-            )
+        filters = self.scoped_filters()
         if filters.lineage is not None or filters.needs_projections:
-            return {"sessions": tuple(s.id for s in filtered_summaries(store, filters, projections=False))}
+            return {"sessions": self.session_ids(store, filters)}
         return {
             "sessions": filters.ids,
             "exclude_sessions": filters.exclude_ids or (),
@@ -96,8 +95,23 @@ class SearchRequest:
             "created_to": filters.created_to,
         }
 
+    def scoped_filters(self) -> SessionFilter:
+        """The session filters with ``session_id`` folded into their ids."""
+        filters = self.filters
+        if self.session_id is not None:
+            only = self.session_id
+            filters = dataclasses.replace(
+                filters, ids=(only,) if filters.ids is None else tuple(i for i in filters.ids if i == only)
+            )
+        return filters
 
-def _position(cursor: Any, request: str) -> tuple[int, int | None]:
+    def session_ids(self, store: SessionStore, filters: SessionFilter | None = None) -> tuple[str, ...]:
+        """Every session in scope, by id (what semantic search ranks over)."""
+        chosen = self.scoped_filters() if filters is None else filters
+        return tuple(s.id for s in filtered_summaries(store, chosen, projections=False))
+
+
+def cursor_position(cursor: Any, request: str) -> tuple[int, int | None]:
     if cursor is None:
         return 0, None
     position = decode_cursor(cursor, "search", request)
@@ -114,7 +128,7 @@ def _position(cursor: Any, request: str) -> tuple[int, int | None]:
 def run_search(store: SessionStore, request: SearchRequest, *, limit: Any, cursor: Any) -> SearchPage:
     """One page of hits for ``request``, best first, each with its snippet."""
     size = check_limit(limit, SEARCH_MAX_LIMIT, default=SEARCH_DEFAULT_LIMIT)
-    offset, generation = _position(cursor, request.fingerprint)
+    offset, generation = cursor_position(cursor, request.fingerprint)
     scope = request.scope(store)
     if scope["sessions"] == ():
         return SearchPage([], None)

@@ -17,15 +17,18 @@ from __future__ import annotations
 
 import builtins
 import itertools
+import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dshpy.core.events import SessionEvent, is_seq
 from dshpy.errors import SessionNotFound
+from dshpy.query.embedding import Embedder, require_numpy
 from dshpy.query.errors import (
     EVENT_NOT_FOUND,
     INVALID_FILTER,
+    INVALID_QUERY,
     INVALID_WINDOW,
     SESSION_NOT_FOUND,
     InvalidQueryError,
@@ -46,9 +49,14 @@ from dshpy.query.results import (
     Surface,
 )
 from dshpy.query.search import SearchRequest, run_search
+from dshpy.query.semantic_modes import SEARCH_MODES
 from dshpy.query.surface_trace import SURFACE_TYPES, SurfaceTrace, trace_surface
+from dshpy.query.vector_store import VectorStore
 from dshpy.storage.contract import SessionStore
 from dshpy.storage.search_records import SearchIndexStatus
+
+if TYPE_CHECKING:
+    from dshpy.query.semantic import SemanticIndex
 
 __all__ = ["LIST_DEFAULT_LIMIT", "LIST_MAX_LIMIT", "READ_LIMIT_MAX", "READ_WINDOW_MAX", "SURFACES", "SessionQuery"]
 
@@ -58,6 +66,14 @@ READ_WINDOW_MAX = 50
 """Events :meth:`SessionQuery.read_event` shows at most on each side of its target (dsh's ``readWindowMax``)."""
 READ_LIMIT_MAX = 100_000
 SURFACES: tuple[Surface, ...] = ("current", "shadowed", "log-only")
+
+
+def _mode(value: Any, *, hybrid: bool) -> str:
+    if value is None:
+        return "hybrid" if hybrid else "fts"
+    if value not in SEARCH_MODES:
+        raise InvalidQueryError(INVALID_QUERY, f"mode must be one of {', '.join(SEARCH_MODES)}, not {value!r}")
+    return str(value)
 
 
 def _window(name: str, value: Any) -> int:
@@ -85,8 +101,34 @@ def _surfaces(value: Any) -> frozenset[str] | None:
 class SessionQuery:
     """Queries over one store (any :class:`~dshpy.SessionStore`); cheap to make, safe to share between threads."""
 
-    def __init__(self, store: SessionStore) -> None:
+    def __init__(
+        self, store: SessionStore, *, embedder: Embedder | None = None, vectors: VectorStore | None = None
+    ) -> None:
         self.store = store
+        self._embedder = embedder
+        self._vectors = vectors
+        self._semantic: SemanticIndex | None = None
+        self._semantic_lock = threading.Lock()
+
+    @property
+    def semantic(self) -> SemanticIndex:
+        """The semantic index (made on first use: with the local model when no ``embedder`` was given).
+
+        Raises :class:`~dshpy.query.embedding.SemanticUnavailableError`, naming the install
+        command, when ``dshpy[semantic]`` is not installed.
+        """
+        with self._semantic_lock:
+            if self._semantic is None:
+                from dshpy.query.semantic import SemanticIndex
+
+                embedder = self._embedder
+                if embedder is None:
+                    require_numpy()
+                    from dshpy.query.embedder_static import StaticModelEmbedder
+
+                    embedder = StaticModelEmbedder()
+                self._semantic = SemanticIndex(self.store, embedder, self._vectors)
+            return self._semantic
 
     @contextmanager
     def _found(self, session_id: str) -> Iterator[None]:
@@ -222,6 +264,7 @@ class SessionQuery:
         operators: bool = False,
         limit: int | None = None,
         cursor: str | None = None,
+        mode: str | None = None,
     ) -> SearchPage:
         """Events whose text matches ``query``, best first, each with a highlighted snippet.
 
@@ -230,7 +273,13 @@ class SessionQuery:
         inherited fork prefix included), ``filters`` the sessions :meth:`list` would
         show for them; ``types`` and ``since``/``until`` (event time) narrow the events.
         At most 100 hits a page (default 20); pass ``next_cursor`` back for more.
+
+        ``mode``: ``"fts"`` ranks by bm25 over the words; ``"semantic"`` by the cosine of
+        embeddings (``dshpy[semantic]``); ``"hybrid"`` fuses both lists by reciprocal rank.
+        The default is ``"hybrid"`` when this query was given an ``embedder`` or ``vectors``,
+        else ``"fts"``. Semantic modes embed what was appended since the last search first.
         """
+        chosen = _mode(mode, hybrid=self._embedder is not None or self._vectors is not None)
         request = SearchRequest(
             query,
             operators=bool(operators),
@@ -239,10 +288,15 @@ class SessionQuery:
             types=types,
             since=since,
             until=until,
+            mode=chosen,
         )
         if request.session_id is not None and not self.store.exists(request.session_id):
             raise QueryNotFoundError(SESSION_NOT_FOUND, f'session "{request.session_id}" not found')
-        return run_search(self.store, request, limit=limit, cursor=cursor)
+        if chosen == "fts":
+            return run_search(self.store, request, limit=limit, cursor=cursor)
+        from dshpy.query.semantic_search import run_semantic_search
+
+        return run_semantic_search(self.semantic, request, limit=limit, cursor=cursor)
 
     def index_status(self) -> SearchIndexStatus:
         """What the store's search index holds (``kind`` ``"scan"``: it keeps none)."""

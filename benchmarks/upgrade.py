@@ -34,22 +34,15 @@ import orjson
 
 import dshpy
 from dshpy.storage.jsonl import JsonlStore
-from dshpy.storage.jsonl.layout import log_path
-from dshpy.storage.jsonl.zstd_frames import compress_frame
 from dshpy.testing.builders import TurnScript
-from dshpy.testing.dsh_v0 import v0_log
+from dshpy.testing.dsh_v0 import write_v0_log
 from support import no_gc
 
 CWD = "/tmp/dshpy-v0"
 
 
 def write_v0(root: Path, events: int, compression: str) -> Path:
-    zstd = compression == "zstd"
-    path = log_path(root, CWD, "old", 0, compressed=zstd)
-    path.parent.mkdir(parents=True)
-    lines = list(v0_log("old", events=events, cwd=CWD))
-    path.write_bytes(compress_frame(lines[0]) + compress_frame(b"".join(lines[1:])) if zstd else b"".join(lines))
-    return path
+    return write_v0_log(root, "old", events=events, cwd=CWD, compression=compression)
 
 
 def write_v4(root: Path, events: int, compression: str) -> None:

@@ -21,9 +21,8 @@ import pytest
 
 from dshpy.storage.jsonl import JsonlStore
 from dshpy.storage.jsonl import upgrade as upgrade_module
-from dshpy.storage.jsonl.layout import generation_filename, log_path
-from dshpy.storage.jsonl.zstd_frames import compress_frame
-from dshpy.testing.dsh_v0 import v0_log
+from dshpy.storage.jsonl.layout import generation_filename
+from dshpy.testing.dsh_v0 import write_v0_log
 
 STEPS = ("staging", "staged", "synced", "verified", "linked", "published")
 KILLS = int(os.environ.get("DSHPY_UPGRADE_KILLS", "10"))
@@ -36,12 +35,7 @@ def compression(request: pytest.FixtureRequest) -> str:
 
 
 def _old_root(root: Path, compression: str, events: int) -> Path:
-    zstd = compression == "zstd"
-    path = log_path(root, CWD, "old", 0, compressed=zstd)
-    path.parent.mkdir(parents=True)
-    lines = list(v0_log("old", events=events, cwd=CWD))
-    path.write_bytes(compress_frame(lines[0]) + compress_frame(b"".join(lines[1:])) if zstd else b"".join(lines))
-    return path
+    return write_v0_log(root, "old", events=events, cwd=CWD, compression=compression)
 
 
 def _upgrade_in_child(root: Path, compression: str, *, kill_at: str | None = None) -> int:

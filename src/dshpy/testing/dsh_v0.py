@@ -11,12 +11,15 @@ end, usage, finish —, the ``assistant/message`` citing them all, ``step/end``,
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from dshpy.core.events import encode_seq_ranges
 from dshpy.core.json import dumps
+from dshpy.storage.jsonl.layout import log_path
+from dshpy.storage.jsonl.zstd_frames import compress_frame
 
-__all__ = ["v0_header", "v0_log"]
+__all__ = ["v0_header", "v0_log", "write_v0_log"]
 
 _MODEL = {"provider": "deepseek-official", "model": "deepseek-v4-flash"}
 
@@ -90,3 +93,17 @@ def v0_log(session_id: str, *, events: int, deltas: int = 24, cwd: str | None = 
         )
         yield row("step/end", {"turn": turn, "step": 1})
         yield row("turn/end", {"turn": turn, "reason": {"kind": "completed"}})
+
+
+def write_v0_log(root: Path, session_id: str, *, events: int, cwd: str, compression: str) -> Path:
+    """Store :func:`v0_log` where a JSONL root keeps that session's v0 generation, as dsh rc.8 wrote it.
+
+    ``compression`` is ``"zstd"`` (the header in a frame of its own, the events in one
+    more) or ``"none"``. Returns the file's path.
+    """
+    zstd = compression == "zstd"
+    path = log_path(root, cwd, session_id, 0, compressed=zstd)
+    path.parent.mkdir(parents=True)
+    lines = list(v0_log(session_id, events=events, cwd=cwd))
+    path.write_bytes(compress_frame(lines[0]) + compress_frame(b"".join(lines[1:])) if zstd else b"".join(lines))
+    return path

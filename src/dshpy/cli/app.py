@@ -219,6 +219,12 @@ class AppState:
             self.out_console = console
         return self.out_console
 
+    @property
+    def terminal_width(self) -> int | None:
+        """The terminal's width in columns, or ``None`` when stdout is a pipe or file (no limit)."""
+        console = self.out
+        return console.width if console.is_terminal else None
+
     def print_table(self, table: RenderableType) -> None:
         """Print a table (or anything holding one) at the terminal's width, or unclipped when stdout is not a
         terminal."""

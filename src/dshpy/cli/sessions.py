@@ -33,6 +33,7 @@ from dshpy.core.json import dumps, loads, thaw
 from dshpy.errors import LifecycleError
 from dshpy.log.header import FORMAT_VERSION
 from dshpy.projections.builtins.lifecycle import LIFECYCLE, SESSION_STATE_TYPE, SessionState
+from dshpy.projections.builtins.title import TITLE
 from dshpy.projections.runner import state_of
 from dshpy.storage.contract import SessionStore
 
@@ -116,7 +117,7 @@ def list_sessions(
     if state.json:
         emit_json([row.to_dict() for row in rows])
     elif rows:
-        state.print_table(render.sessions_table(rows))
+        state.print_table(render.sessions_table(rows, state.terminal_width))
     else:
         state.out.print(Text(f"no sessions in {state.url}", style="dim"))
     damaged = sum(row.error is not None for row in rows)
@@ -148,13 +149,10 @@ def show(state: AppState, session_id: str, full: bool) -> None:
     info = store.stat(session_id)
     session = store.inspect(session_id)
     messages = session.derive_messages()
-    title: str | None = None
-    turns = 0
-    for event in session.events:
-        if event.type == "turn/start":
-            turns += 1
-        elif event.type == "session/title" and isinstance(event.data.get("title"), str):
-            title = event.data["title"]
+    shown_title = state_of(session, TITLE)  # the one definition `list` and `stats` use too
+    title, title_source = shown_title.title, shown_title.source
+    turns = sum(event.type == "turn/start" for event in session.events)
+    outcomes = render.turn_outcomes(session)
     stats: dict[str, Any] = {
         "events": info.event_count,
         "turns": turns,
@@ -171,13 +169,15 @@ def show(state: AppState, session_id: str, full: bool) -> None:
             {
                 "session": {**info.to_dict(), **header},
                 "title": title,
+                "titleSource": title_source,
                 "stats": stats,
+                "turns": [outcome.to_dict() for outcome in outcomes],
                 "context": context,
                 "messages": [{"seq": message.seq, "message": message.to_dict()} for message in messages],
             }
         )
         return
-    state.out.print(render.session_card(info, stats, title, context))
+    state.out.print(render.session_card(info, stats, title, context, title_source=title_source))
     state.out.print()
     render.transcript(state.out, session, full=full)
 

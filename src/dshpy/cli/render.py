@@ -339,8 +339,8 @@ def session_card(
         parts.append(
             Text(
                 "The last turn was interrupted (the process running it stopped). It is shown below closed, as "
-                f"`dshpy sessions repair {info.id}` would close it; the "
-                f"{_plural(stats['pendingRepair'], 'closing event')} that takes are not stored yet.",
+                f"`dshpy sessions repair {info.id}` would close it, with "
+                f"{_plural(stats['pendingRepair'], 'closing event')} not stored yet.",
                 style="yellow",
             )
         )

@@ -192,3 +192,21 @@ def test_a_memory_store_warns_that_the_session_is_gone_after(runner, model):
 
     result = run_cli(runner, ["--store", "memory:", "run", "hi"])
     assert "gone when dshpy exits" in result.stderr
+
+
+# -- 7 ---------------------------------------------------------------------------------------------
+
+
+def test_an_unparsable_base_url_is_one_line_and_writes_nothing(dshpy_cli, monkeypatch, db_path):
+    monkeypatch.setenv("DEEPSEEK_API_KEY", "test-key")
+    result = dshpy_cli("run", "hi", "--base-url", "http://[::1", code=1)
+    assert result.stderr.startswith("Error: malformed model base URL 'http://[::1'") and result.stderr.count("\n") == 1
+    assert not db_path.exists()
+
+
+def test_an_unreachable_server_is_named(dshpy_cli, monkeypatch):
+    with SilentPort() as port:
+        url = port.base_url
+    monkeypatch.setenv("DEEPSEEK_API_KEY", "test-key")
+    result = dshpy_cli("run", "hi", "--base-url", url, "--connect-timeout", "1", code=1)
+    assert f"Error: cannot reach the model server at {url}" in result.stderr

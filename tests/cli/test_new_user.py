@@ -210,3 +210,70 @@ def test_an_unreachable_server_is_named(dshpy_cli, monkeypatch):
     monkeypatch.setenv("DEEPSEEK_API_KEY", "test-key")
     result = dshpy_cli("run", "hi", "--base-url", url, "--connect-timeout", "1", code=1)
     assert f"Error: cannot reach the model server at {url}" in result.stderr
+
+
+# -- 10, 11, 14: options and wording ---------------------------------------------------------------
+
+
+def test_log_refuses_a_type_that_matches_nothing(dshpy_cli, store):
+    from cli_support import build_session
+
+    build_session(store, "demo", turns=1)
+    refused = dshpy_cli("sessions", "log", "demo", "--type", "nonsense", code=1)
+    assert "'nonsense' is not an event type; known types: " in refused.stderr and "turn/start" in refused.stderr
+    assert dshpy_cli("sessions", "log", "demo", "--type", "turn/*").stdout.count("turn/") == 2
+    assert dshpy_cli("sessions", "log", "demo", "--type", "plugin:me/x").stdout == ""
+
+
+def test_delete_says_forks_block_it_before_asking(dshpy_cli, store):
+    from cli_support import build_session
+
+    build_session(store, "demo", turns=1)
+    store.fork("demo", child_id="kid").close()
+    refused = dshpy_cli("sessions", "delete", "demo", stdin="y\n", code=1)
+    assert "Delete session" not in refused.stderr  # no question whose "yes" would then be refused
+    assert "kid" in refused.stderr and "--detach-forks" in refused.stderr
+    assert store.exists("demo")
+
+
+def test_a_three_slash_url_meaning_an_absolute_path_is_refused_with_the_four_slash_form(runner, tmp_path, monkeypatch):
+    from cli_support import run_cli
+
+    monkeypatch.chdir(tmp_path)  # no ./tmp here, while /tmp exists
+    result = run_cli(runner, ["--store", "jsonl:///tmp/x", "sessions", "list"], code=1)
+    assert "names the relative path 'tmp/x'" in result.stderr and "write jsonl:////tmp/x" in result.stderr
+    assert not (tmp_path / "tmp").exists()
+    plain = run_cli(runner, ["--store", "sqlite:///here.db", "sessions", "import", "-"], code=2, stdin="{}")
+    assert "relative path" not in plain.stderr  # a plain name is never refused
+    (tmp_path / "data").mkdir()
+    under_data = run_cli(runner, ["--store", "jsonl:///data/s", "sessions", "list"], code=1).stderr
+    assert "no store at data/s" in under_data  # an existing first directory: the relative reading stands
+
+
+def test_wording_of_forks_and_existing_ids(dshpy_cli, store, tmp_path):
+    from cli_support import build_session
+
+    build_session(store, "restored", turns=1)
+    past = dshpy_cli("sessions", "fork", "restored", "--at", "999", code=1)
+    assert 'fork boundary 999 is past the end of session "restored" (last seq:' in past.stderr
+    exported = tmp_path / "restored.json"
+    dshpy_cli("sessions", "export", "restored", "-o", str(exported))
+    exists = dshpy_cli("sessions", "import", str(exported), code=1)
+    assert exists.stderr == 'Error: session "restored" already exists\n'
+
+
+def test_list_keeps_turns_state_and_title_at_80_columns(store, store_url):
+    from cli_support import build_session, make_runner, run_cli
+    from rich.console import Console
+
+    from dshpy.cli.app import AppState
+
+    build_session(store, "session-" + "a" * 32, turns=3, prompt="explain the append-only log in three lines")
+    console = Console(width=80, force_terminal=True, no_color=True, highlight=False, record=True, file=io.StringIO())
+    run_cli(make_runner(), ["--store", store_url, "sessions", "list"], obj=AppState(out_console=console))
+    lines = console.export_text().splitlines()
+    assert all(len(line) <= 80 for line in lines)
+    assert lines[0].split() == ["id", "date", "cwd", "turns", "state", "title"]
+    row = lines[1].split()
+    assert row[0] == "session-" + "a" * 32 and "3" in row and "active" in row
+    assert "explain" in lines[1]

@@ -92,7 +92,7 @@ def test_chat_repl_commands_and_fork(dshpy_cli, model, store_url):
     result = dshpy_cli("chat", "--system", "S", stdin="hello\n/stats\n/history\n/fork\nagain\n/nope\n/exit\n")
     out = result.stdout
     assert "First answer." in out and "Answer in the fork." in out
-    assert "1 turns" in out and "tokens: 120 input" in out and "1 model answers, 0 failed attempts" in out
+    assert "1 turn," in out and "tokens: 120 input" in out and "1 model answer, 0 failed attempts" in out
     assert "hello" in out  # /history
     forked = next(line for line in out.splitlines() if "forked" in line)
     parent_id, child_id = forked.split("forked ")[1].split(" at seq ")[0], forked.rsplit("now in ", 1)[1]

@@ -432,7 +432,12 @@ class _Repl:
     def stats(self) -> None:
         session = self.session
         turns = session.next_turn - 1
-        line = f"session {session.id}: {len(session)} events, {turns} turns, {len(session.derive_messages())} messages"
+        counted = (
+            render.plural(len(session), "event"),
+            render.plural(turns, "turn"),
+            render.plural(len(session.derive_messages()), "message"),
+        )
+        line = f"session {session.id}: {', '.join(counted)}"
         try:
             from dshpy.projections import USAGE, state_of
         except ImportError:  # pragma: no cover - projections ship with dshpy; stay useful without them
@@ -444,8 +449,9 @@ class _Repl:
         click.echo(
             f"tokens: {tokens.input_tokens} input, {tokens.cache_read_tokens} cached input, "
             f"{tokens.output_tokens} output ({tokens.reasoning_tokens} reasoning); "
-            f"{usage.messages} model answers, {usage.failed_attempts} failed attempts, "
-            f"{usage.summaries} compaction summaries"
+            f"{render.plural(usage.messages, 'model answer')}, "
+            f"{render.plural(usage.failed_attempts, 'failed attempt')}, "
+            f"{render.plural(usage.summaries, 'compaction summary', 'compaction summaries')}"
         )
         click.echo(f"context: {render.context_text(self.agent.compaction.usage().to_dict())}")
 

@@ -32,11 +32,16 @@ from dshpy.errors import (
     DshError,
     ForkError,
     FormatVersionError,
-    SessionExistsError,
 )
 from dshpy.query.errors import QueryError
 from dshpy.storage.contract import SessionStore
-from dshpy.storage.urls import default_store_url, open_store, parse_store_url, store_location
+from dshpy.storage.urls import (
+    check_relative_reading,
+    default_store_url,
+    open_store,
+    parse_store_url,
+    store_location,
+)
 
 __all__ = [
     "EXIT_DATA",
@@ -113,8 +118,6 @@ def describe_error(error: DshError) -> CliError:
         return CliError(f"conflict: {message}")
     if isinstance(error, QueryError):
         return CliError(f"{message} ({error.code})")
-    if isinstance(error, SessionExistsError):
-        return CliError(f"exists: {message}")
     return CliError(message)
 
 
@@ -198,6 +201,7 @@ class AppState:
         if self.store is not None:
             return self.store
         url = self.url
+        check_relative_reading(parse_store_url(url))  # before "no store at tmp/x" could mislead
         if not create:
             location = store_location(parse_store_url(url))
             if location is not None and not location.exists():

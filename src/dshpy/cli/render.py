@@ -48,6 +48,7 @@ __all__ = [
     "event_line",
     "event_summary",
     "format_time",
+    "plural",
     "session_card",
     "sessions_table",
     "show_progress",
@@ -123,38 +124,45 @@ def sessions_table(rows: Sequence[SessionSummary], width: int | None = None) -> 
     ``width`` is the terminal's (``None``: unlimited, for a pipe). Ids are never
     shortened, so on a narrow terminal the table keeps id, turns, state and title and
     gives way elsewhere, as ``gh`` does: the event count and parent go, the creation
-    time loses its year, and the cwd (its tail) and title are cut to fit.
+    time shrinks to five characters (the time today, else the day), and the cwd (its
+    tail) and the title are cut to fit. Widths are then fixed here, because rich,
+    asked to squeeze, would squeeze whole columns away.
     """
     narrow = width is not None and width < NARROW_WIDTH
+    id_width = max((len(row.info.id) for row in rows), default=2)  # ids are never shortened
+    states = [_state_cell(row) for row in rows]
     padding = (0, 1, 0, 0) if narrow else (0, 1)
     table = Table(box=None, header_style="bold", pad_edge=False, expand=False, padding=padding)
-    id_width = max((len(row.info.id) for row in rows), default=2)  # ids are never shortened
-    table.add_column("id", no_wrap=True, style="cyan", min_width=id_width)
-    table.add_column("created", no_wrap=True, min_width=11 if narrow else 16)
-    cwd_width = 32
     if narrow and width is not None:
-        cwd_width = max(4, min(32, width - id_width - 11 - 5 - 10 - 14 - 6))
-    table.add_column("cwd", overflow="ellipsis", no_wrap=True, max_width=cwd_width)
-    table.add_column("turns", justify="right", no_wrap=True, min_width=5)
-    if not narrow:
+        state_width = max([5, *(cell.cell_len for cell in states)])
+        fixed = id_width + 5 + 5 + state_width + 6  # six one-space gaps
+        cwd_width = max(4, min(24, (width - fixed) // 3))
+        title_width = max(6, width - fixed - cwd_width)
+        table.add_column("id", no_wrap=True, style="cyan", width=id_width)
+        table.add_column("date", no_wrap=True, width=5)
+        table.add_column("cwd", no_wrap=True, overflow="ellipsis", width=cwd_width)
+        table.add_column("turns", justify="right", no_wrap=True, width=5)
+        table.add_column("state", no_wrap=True, width=state_width)
+        table.add_column("title", overflow="ellipsis", no_wrap=True, width=title_width)
+    else:
+        cwd_width = 32
+        table.add_column("id", no_wrap=True, style="cyan", min_width=id_width)
+        table.add_column("created", no_wrap=True, min_width=16)
+        table.add_column("cwd", overflow="ellipsis", no_wrap=True, max_width=cwd_width)
+        table.add_column("turns", justify="right", no_wrap=True, min_width=5)
         table.add_column("events", justify="right", no_wrap=True, min_width=6)
-    table.add_column("state", no_wrap=True, min_width=5)
-    table.add_column("title / first prompt", overflow="ellipsis", no_wrap=True, ratio=1, min_width=6 if narrow else 10)
-    if not narrow:
+        table.add_column("state", no_wrap=True, min_width=5)
+        table.add_column("title / first prompt", overflow="ellipsis", no_wrap=True, ratio=1, min_width=10)
         table.add_column("parent", overflow="ellipsis", no_wrap=True, style="dim")
-    for row in rows:
+    for row, shown_state in zip(rows, states, strict=True):
         info = row.info
         if row.error is not None:
             label = Text(clean(f"unreadable: {row.error}"), style="red")
         else:  # a title from the first prompt is shown in italics, a real one upright
             label = Text(clean(row.title or ""), style="italic" if row.title_source == "prompt" else "")
-        shown_state = state_label(row.lifecycle, row.last_outcome)
-        if info.stored_version < 4:  # an old dsh generation, read through its in-memory upgrade
-            shown_state.append(f"{' ' if row.lifecycle else ''}(v{info.stored_version})", style="dim")
         created = format_time(info.created_at)
-        cwd = clean(info.cwd or "")
-        cells: list[Text | str] = [info.id, created[5:] if narrow else created]
-        cells.append(Text(_tail(cwd, cwd_width)))
+        cells: list[Text | str] = [info.id, _compact_time(created) if narrow else created]
+        cells.append(Text(_tail(clean(info.cwd or ""), cwd_width)))
         cells.append(str(row.turns))
         if not narrow:
             cells.append(str(info.event_count))
@@ -163,6 +171,19 @@ def sessions_table(rows: Sequence[SessionSummary], width: int | None = None) -> 
             cells.append(info.parent_session or "")
         table.add_row(*cells)
     return table
+
+
+def _compact_time(shown: str) -> str:
+    """``2024-05-01 14:03`` in five characters: the time if it is today, else the month and day."""
+    today = datetime.now().strftime("%Y-%m-%d")
+    return shown[11:16] if shown.startswith(today) else shown[5:10]
+
+
+def _state_cell(row: SessionSummary) -> Text:
+    shown_state = state_label(row.lifecycle, row.last_outcome)
+    if row.info.stored_version < 4:  # an old dsh generation, read through its in-memory upgrade
+        shown_state.append(f"{' ' if row.lifecycle else ''}(v{row.info.stored_version})", style="dim")
+    return shown_state
 
 
 LIFECYCLE_STYLES = {
@@ -196,8 +217,12 @@ def format_usd(usd: float) -> str:
     return f"${usd:.4f}" if usd >= 0.01 or usd == 0 else f"${usd:.6f}"
 
 
-def _plural(count: int, noun: str) -> str:
-    return f"{count:,} {noun}" if count == 1 else f"{count:,} {noun}s"
+def plural(count: int, noun: str, many: str | None = None) -> str:
+    """``1 turn``, ``2 turns`` (``many`` for nouns that do not just take an s)."""
+    return f"{count:,} {noun}" if count == 1 else f"{count:,} {many or noun + 's'}"
+
+
+_plural = plural
 
 
 def _int(value: Any, name: str) -> int:

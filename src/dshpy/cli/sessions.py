@@ -30,11 +30,13 @@ from dshpy.compaction.meter import context_usage
 from dshpy.core.events import SessionEvent
 from dshpy.core.ids import check_session_id
 from dshpy.core.json import dumps, loads, thaw
+from dshpy.core.vocabulary import KNOWN_EVENT_TYPES
 from dshpy.errors import LifecycleError
 from dshpy.log.header import FORMAT_VERSION
 from dshpy.projections.builtins.lifecycle import LIFECYCLE, SESSION_STATE_TYPE, SessionState
 from dshpy.projections.builtins.title import TITLE
 from dshpy.projections.runner import state_of
+from dshpy.storage.base import BaseStore
 from dshpy.storage.contract import SessionStore
 
 from . import render
@@ -192,6 +194,18 @@ def _matcher(patterns: tuple[str, ...]) -> Callable[[str], bool]:
     return lambda kind: kind in exact or any(fnmatch.fnmatchcase(kind, pattern) for pattern in patterns)
 
 
+def _check_types(types: tuple[str, ...]) -> None:
+    """Refuse a ``--type`` that can match nothing: neither a dsh type, a pattern of some, nor a plugin's type."""
+    for pattern in types:
+        if pattern.startswith("plugin:") or any(fnmatch.fnmatchcase(kind, pattern) for kind in KNOWN_EVENT_TYPES):
+            continue
+        raise click.BadParameter(
+            f"{pattern!r} is not an event type; known types: {', '.join(sorted(KNOWN_EVENT_TYPES))} "
+            "(patterns such as 'turn/*' or 'tool/*' work, and plugin:NAMESPACE/NAME for plugin records)",
+            param_hint="--type",
+        )
+
+
 def _events(store: SessionStore, session_id: str, from_seq: int, types: tuple[str, ...]) -> Iterator[SessionEvent]:
     if types and not any(char in pattern for pattern in types for char in "*?["):
         return read_types(store, session_id, types, from_seq)  # filtered by the store when it can
@@ -238,6 +252,7 @@ def log(state: AppState, session_id: str, from_seq: int, types: tuple[str, ...],
     With --json, each event is printed as its exact dsh v4 wire object, one per line (JSONL).
     With --follow, new events are printed as they are committed (by any process) until Ctrl-C.
     """
+    _check_types(types)
     store = state.open_store(create=False)
     if follow:
         _follow(state, store, session_id, from_seq, types)
@@ -647,6 +662,13 @@ def delete(state: AppState, session_id: str, detach_forks: bool, yes: bool) -> N
     """Delete a session and its events (refused while forks share its history, unless --detach-forks)."""
     store = state.open_store(create=False)
     info = store.stat(session_id)
+    if not detach_forks and isinstance(store, BaseStore):  # refuse before asking, not after a "yes"
+        sharing = store.forks_sharing(session_id)
+        if sharing:
+            raise CliError(
+                f"session {session_id} has forks that share its history ({', '.join(sharing)}); delete them first "
+                "or pass --detach-forks to copy the shared history into each fork"
+            )
     if not yes:
         question = f"Delete session {session_id} ({info.event_count} events)? This cannot be undone"
         try:

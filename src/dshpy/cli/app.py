@@ -261,7 +261,8 @@ def _set_json(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
 
 
 _STORE_HELP = (
-    "Store URL: sqlite:///path.db, jsonl:///dir, postgresql://user@host/db?schema=NAME, memory:, "
+    "Store URL: sqlite:///relative.db, sqlite:////absolute.db, jsonl:////abs/dir, "
+    "postgresql://user@host/db?schema=NAME, memory:, "
     "dsh: (dsh's own $DSH_HOME/sessions) (default: $DSHPY_STORE, else $DSHPY_HOME/sessions.db)."
 )
 _JSON_HELP = "Print a machine-readable JSON result instead of rich text."
@@ -294,10 +295,25 @@ def emit_json_line(value: Any) -> None:
 @click.version_option(package_name="dshpy", prog_name="dshpy")
 @click.pass_context
 def cli(ctx: click.Context) -> None:
-    """dshpy: inspect and manage DeepSeek Harness sessions (append-only event logs).
+    """dshpy: an agent that talks to a model and keeps every session as an append-only event log
+    (DeepSeek Harness's format), plus the tools to inspect, search and manage those sessions.
 
-    Exit codes: 0 ok, 1 user error (bad id, not found, refused, conflict, missing store),
-    2 corrupt or unsupported data.
+    \b
+    Start here:
+      dshpy run "PROMPT"    answer one prompt; session id on stderr
+      dshpy chat            a conversation at the prompt (/help)
+      dshpy serve --stdio   JSON-RPC for programs (or --http)
+      dshpy sessions list   what is stored; then sessions show ID
+
+    \b
+    The model: DEEPSEEK_API_KEY (required), DEEPSEEK_BASE_URL
+    (any OpenAI-compatible server; default https://api.deepseek.com),
+    DEEPSEEK_MODEL (default deepseek-chat). The store: --store URL,
+    else $DSHPY_STORE, else $DSHPY_HOME/sessions.db (~/.dshpy).
+
+    Exit codes: 0 ok, 1 user error (bad id, not found, refused, conflict, missing store)
+    or a failed turn, 2 corrupt or unsupported data, 3 (run) an answer cut at the token
+    limit, 130 interrupted.
     """
     escape_unencodable_output()
     ctx.ensure_object(AppState)

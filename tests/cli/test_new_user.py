@@ -152,6 +152,24 @@ def test_an_aborted_turn_is_marked_in_show_and_list(dshpy_cli, model, store_url)
     assert "active · aborted" in listed
 
 
+def test_ctrl_c_in_run_is_shown_aborted_with_the_partial_answer_marked(dshpy_cli, model, store_url):
+    import signal
+    import threading
+
+    model.add(Reply.deltas("Partial ", "answer ", "that never ends", chunk_delay=0.5))
+
+    def interrupt() -> None:
+        model.wait_for_requests(1)
+        threading.Timer(1.3, signal.raise_signal, (signal.SIGINT,)).start()  # after "Partial ", before the end
+
+    threading.Thread(target=interrupt).start()
+    result = dshpy_cli("run", "go on", code=130)
+    session_id = session_id_of(result)
+    shown = dshpy_cli("sessions", "show", session_id).stdout
+    assert "(cut off: its turn was stopped while it streamed)" in shown
+    assert "turn 1: ⊘ aborted: by user" in shown
+
+
 def test_show_of_a_crashed_session_shows_its_closing(dshpy_cli, store):
     from cli_support import build_session
 

@@ -456,6 +456,8 @@ def _message_heading(message: Message, event: SessionEvent | None, tool_names: d
             error: Any = event.data.get("error") if event is not None and isinstance(event.data, dict) else None
             code = error.get("code") if isinstance(error, dict) else None
             heading.append("  ✗ error" + (f" {clean(str(code))}" if code else ""), style="bold red")
+    if event is not None and event.type == "assistant/message" and event.data.get("interrupted") is True:
+        heading.append("  (cut off: its turn was stopped while it streamed)", style="yellow")
     source = data.get("source")
     kind = source.get("kind") if isinstance(source, dict) else None
     if kind and kind not in ("user", "model", "tool"):

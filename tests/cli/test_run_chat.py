@@ -5,31 +5,16 @@ from __future__ import annotations
 import json
 
 import pytest
+from cli_support import model_environment, session_id_of, stored
 
-import dshpy
 from dshpy.testing.fake_model import FakeModelServer, Reply
 
 
 @pytest.fixture
 def model(monkeypatch):
     with FakeModelServer(default=Reply.text("Default answer.")) as server:
-        monkeypatch.setenv("DEEPSEEK_API_KEY", "test-key")
-        monkeypatch.setenv("DEEPSEEK_BASE_URL", server.base_url)
-        monkeypatch.delenv("DEEPSEEK_MODEL", raising=False)
+        model_environment(monkeypatch, server)
         yield server
-
-
-def stored(store_url, session_id):
-    store = dshpy.open_store(store_url)
-    try:
-        return store.inspect(session_id)
-    finally:
-        store.close()
-
-
-def session_id_of(result) -> str:
-    line = next(line for line in result.stderr.splitlines() if line.startswith("session: "))
-    return line.removeprefix("session: ")
 
 
 def test_run_streams_the_answer_and_names_the_session(dshpy_cli, model, store_url):

@@ -65,6 +65,7 @@ import their base from here, so this module stays the lowest layer::
     ├── RpcError                  an error answered to a JSON-RPC caller (``code``, ``message``) [server.protocol]
     ├── FrameError                a JSON-RPC frame is not a valid request [server.protocol]
     ├── HarnessError              the server answered a client's request with an error [sdk.transport]
+    │   ├── HarnessSessionNotFound  -32001: no such session (also a SessionNotFound) [sdk.transport]
     │   └── TransportClosedError  the connection to the server is gone [sdk.transport]
     └── CliError                  a ``dshpy`` command failed: one line on stderr, exit 1 [cli.app]
         └── DataError             damaged or unreadable data: exit 2 [cli.app]

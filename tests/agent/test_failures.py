@@ -91,3 +91,20 @@ def test_connection_and_timeout_failures_name_the_server_and_the_limit():
         "message": f"the model server at {url} did not answer in time",
         "code": "TIMEOUT",
     }
+
+
+def test_a_host_that_does_not_resolve_fails_fast_naming_the_url() -> None:
+    import socket
+
+    import httpx2 as httpx
+    import openai
+
+    request = httpx.Request("POST", "https://api.deepseek.example/v1/chat/completions")
+    error = openai.APIConnectionError(request=request)
+    error.__cause__ = httpx.ConnectError("[Errno -2] Name or service not known")
+    error.__cause__.__context__ = socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+    failure = classify_exception(error, streaming=False, base_url="https://api.deepseek.example/v1")
+    assert failure.code == "UNKNOWN_HOST" and not failure.retryable
+    assert "https://api.deepseek.example/v1" in str(failure) and "check the base URL" in str(failure)
+    error.__cause__.__context__ = socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
+    assert classify_exception(error, streaming=False, base_url="https://x.example").code == "CONNECTION"

@@ -65,3 +65,25 @@ def corrupt_event(db_path: Path, session_id: str, seq: int, body: bytes = b"{not
     with sqlite3.connect(db_path) as db:
         db.execute("UPDATE events SET body = ? WHERE session_id = ? AND seq = ?", (body, session_id, seq))
     db.close()
+
+
+def model_environment(monkeypatch: Any, server: Any) -> None:
+    """Point ``run``/``chat`` at ``server`` (a FakeModelServer) with a key and the default model."""
+    monkeypatch.setenv("DEEPSEEK_API_KEY", "test-key")
+    monkeypatch.setenv("DEEPSEEK_BASE_URL", server.base_url)
+    monkeypatch.delenv("DEEPSEEK_MODEL", raising=False)
+
+
+def stored(store_url: str, session_id: str) -> dshpy.Session:
+    """The session as stored (a read-only view: nothing is repaired or written)."""
+    store = dshpy.open_store(store_url)
+    try:
+        return store.inspect(session_id)
+    finally:
+        store.close()
+
+
+def session_id_of(result: Result) -> str:
+    """The id a ``run``/``chat`` printed on its ``session: ID`` line (stderr)."""
+    line = next(line for line in result.stderr.splitlines() if line.startswith("session: "))
+    return line.removeprefix("session: ")

@@ -155,7 +155,7 @@ def test_chat_compact_is_logged_as_dsh_logs_it(dshpy_cli, model, store_url):
     result = dshpy_cli("chat", "--system", "S", stdin="one " * 200 + "\ntwo\n/compact\n/compact now\n/stats\n")
     assert "Compacted 3 history items (~" in result.stdout
     assert "Error: Usage: /compact (no arguments)" in result.stderr
-    assert "1 compaction summaries" in result.stdout and "context: " in result.stdout
+    assert "1 compaction summary" in result.stdout and "context: " in result.stdout
     session_id = result.stderr.rsplit("session: ", 1)[1].strip()
     events = events_of(store_url, session_id)
     commands = [e for e in events if e.type.startswith("command/")]

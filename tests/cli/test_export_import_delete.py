@@ -31,7 +31,7 @@ def test_export_to_a_file_then_import_under_a_new_id(store, dshpy_cli, tmp_path)
     assert not [p for p in target.parent.iterdir() if p.name != "demo.json"]  # no temporary left behind
 
     exists = dshpy_cli("sessions", "import", str(target), code=1)
-    assert exists.stderr.startswith("Error: exists:")
+    assert exists.stderr.startswith('Error: session "')
 
     info = json.loads(dshpy_cli("sessions", "import", str(target), "--id", "copy", "--json").stdout)
     assert info["id"] == "copy"

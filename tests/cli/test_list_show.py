@@ -163,7 +163,7 @@ def test_show_renders_roles_reasoning_tool_calls_and_error_results(store, dshpy_
     assert "tool bash [c1]" in out
     assert "✗ error EACCES" in out
     assert "\\x1b[31mpermission denied" in out and "\x1b" not in out  # terminal escapes made visible
-    assert "events" in out and "1 turns" in out
+    assert "events" in out and "1 turn ·" in out
 
 
 def test_show_marks_an_interrupted_turn_without_writing(store, dshpy_cli):

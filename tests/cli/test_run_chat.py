@@ -5,31 +5,16 @@ from __future__ import annotations
 import json
 
 import pytest
+from cli_support import model_environment, session_id_of, stored
 
-import dshpy
 from dshpy.testing.fake_model import FakeModelServer, Reply
 
 
 @pytest.fixture
 def model(monkeypatch):
     with FakeModelServer(default=Reply.text("Default answer.")) as server:
-        monkeypatch.setenv("DEEPSEEK_API_KEY", "test-key")
-        monkeypatch.setenv("DEEPSEEK_BASE_URL", server.base_url)
-        monkeypatch.delenv("DEEPSEEK_MODEL", raising=False)
+        model_environment(monkeypatch, server)
         yield server
-
-
-def stored(store_url, session_id):
-    store = dshpy.open_store(store_url)
-    try:
-        return store.inspect(session_id)
-    finally:
-        store.close()
-
-
-def session_id_of(result) -> str:
-    line = next(line for line in result.stderr.splitlines() if line.startswith("session: "))
-    return line.removeprefix("session: ")
 
 
 def test_run_streams_the_answer_and_names_the_session(dshpy_cli, model, store_url):
@@ -92,7 +77,7 @@ def test_chat_repl_commands_and_fork(dshpy_cli, model, store_url):
     result = dshpy_cli("chat", "--system", "S", stdin="hello\n/stats\n/history\n/fork\nagain\n/nope\n/exit\n")
     out = result.stdout
     assert "First answer." in out and "Answer in the fork." in out
-    assert "1 turns" in out and "tokens: 120 input" in out and "1 model answers, 0 failed attempts" in out
+    assert "1 turn," in out and "tokens: 120 input" in out and "1 model answer, 0 failed attempts" in out
     assert "hello" in out  # /history
     forked = next(line for line in out.splitlines() if "forked" in line)
     parent_id, child_id = forked.split("forked ")[1].split(" at seq ")[0], forked.rsplit("now in ", 1)[1]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_run_chat import session_id_of, stored
+from cli_support import model_environment, session_id_of, stored
 
 from dshpy.log.event_text import event_text
 from dshpy.testing.builders import TurnScript
@@ -15,9 +15,7 @@ from dshpy.testing.fake_model import FakeModelServer, Reply
 @pytest.fixture
 def model(monkeypatch):
     with FakeModelServer(default=Reply.text("Done.")) as server:
-        monkeypatch.setenv("DEEPSEEK_API_KEY", "test-key")
-        monkeypatch.setenv("DEEPSEEK_BASE_URL", server.base_url)
-        monkeypatch.delenv("DEEPSEEK_MODEL", raising=False)
+        model_environment(monkeypatch, server)
         yield server
 
 

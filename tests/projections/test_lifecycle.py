@@ -110,9 +110,26 @@ def test_the_first_turn_makes_a_created_session_active() -> None:
     assert state.turn_open is False
 
 
-@pytest.mark.parametrize(
-    ("current", "hint"), [("paused", "resume it first"), ("completed", "fork it"), ("failed", "fork it")]
-)
+def test_a_turn_that_ends_in_error_fails_the_session_and_a_new_turn_revives_it() -> None:
+    session = new_session()
+    script = TurnScript(session)
+    script.turn()
+    failure = {"message": "cannot reach the model server at http://127.0.0.1:9/v1", "code": "CONNECTION"}
+    session.append("turn/start", {"turn": 2})
+    end = session.append("turn/end", {"turn": 2, "reason": {"kind": "error", "error": failure}})
+    state = state_of(session, LIFECYCLE)
+    assert (state.state, state.reason, state.since_seq) == ("failed", failure["message"], end.seq)
+    aborted = session.append("turn/start", {"turn": 3})
+    assert state_of(session, LIFECYCLE).state == "active"  # tried again: what dsh allows after an error
+    session.append("turn/end", {"turn": 3, "reason": {"kind": "aborted", "reason": {"kind": "user"}}})
+    state = state_of(session, LIFECYCLE)
+    assert (state.state, state.since_seq) == ("active", aborted.seq)  # an abort is not a failure
+    set_lifecycle(session, "failed")
+    session.append("turn/start", {"turn": 4})
+    assert state_of(session, LIFECYCLE).state == "active"
+
+
+@pytest.mark.parametrize(("current", "hint"), [("paused", "resume it first"), ("completed", "fork it")])
 def test_no_turn_starts_unless_created_or_active(current: str, hint: str) -> None:
     session = session_in(current)
     before = len(session)

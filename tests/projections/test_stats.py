@@ -76,6 +76,7 @@ def test_counts_and_times_of_a_turn_with_a_retry_and_tools() -> None:
         "ttft_ms": 90 + 50,
         "ttft_count": 2,
         "tool_ms": 50 + 30,
+        "last_outcome": "completed",
         "request_start": None,
         "pending_tools": {},
     }
@@ -111,4 +112,7 @@ def test_events_that_change_nothing_keep_the_same_object() -> None:
     log.at(1002, "todo/write", {"todos": []})
     assert state_of(log.session, STATS) is before
     log.at(1003, "turn/end", {"turn": 1, "reason": {"kind": "completed"}})
-    assert state_of(log.session, STATS) is before  # nothing pending to forget
+    ended = state_of(log.session, STATS)
+    assert ended is not before and ended.last_outcome == "completed"  # the only change: how the turn ended
+    log.at(1004, "plugin:dshpy/anything", {}, ignorable=True)
+    assert state_of(log.session, STATS) is ended

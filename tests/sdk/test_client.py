@@ -49,6 +49,12 @@ def _exercise(client: dshpy.HarnessClient) -> None:
     with pytest.raises(HarnessError) as caught:
         client.get_session("nope")
     assert caught.value.code == -32001
+    with pytest.raises(dshpy.SessionNotFound) as missing:  # a typo never starts a session of its own
+        client.send_message("nope", "hi")
+    assert isinstance(missing.value, HarnessError) and missing.value.code == -32001
+    assert "nope" not in [s.id for s in client.list_sessions()]
+    created = client.request("session.send", {"sessionId": "made-here", "text": "hi", "create": True})
+    assert created["content"] == "pong" and client.get_session("made-here").id == "made-here"
 
 
 def test_stdio_client_end_to_end(tmp_path: Path, model: FakeModelServer) -> None:

@@ -59,7 +59,8 @@ def test_a_turn_in_flight_is_never_closed_and_a_closed_session_continues(tmp_pat
         FakeModelServer([slow], default=Reply.text("pong")) as model,
         stdio_server(tmp_path, model.base_url, "--max-live-sessions", "2") as server,
     ):
-        sent = {"jsonrpc": "2.0", "id": "turn", "method": "session.send", "params": {"sessionId": "busy", "text": "go"}}
+        params = {"sessionId": "busy", "text": "go", "create": True}
+        sent = {"jsonrpc": "2.0", "id": "turn", "method": "session.send", "params": params}
         server.write(json.dumps(sent).encode() + b"\n")
         model.wait_for_requests(1)
         for number in range(6):  # churn through the one free slot while the turn runs

@@ -122,7 +122,7 @@ SQLITE_CAPABILITIES = {"zero_copy_forks", "bulk_listing", "metadata_queries", "p
     [
         ("memory:", {"zero_copy_forks", "projection_cache", "writer_leases"}),
         ("sqlite:///{tmp}/s.db", {*SQLITE_CAPABILITIES, "search_index", "writer_leases"}),
-        ("jsonl://{tmp}/j", {"bulk_listing", "projection_cache", "search_index", "own_writers"}),
+        ("jsonl:///{tmp}/j", {"bulk_listing", "projection_cache", "search_index", "own_writers"}),
     ],
     ids=["memory", "sqlite", "jsonl"],
 )

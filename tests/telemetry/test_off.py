@@ -32,7 +32,7 @@ TURN = textwrap.dedent(
         session.close()
         runtime = Runtime(store, ServerSettings(base_url=os.environ["DEEPSEEK_BASE_URL"]))
         parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
-        params = {{"sessionId": "x", "text": "hi", "_meta": {{"traceparent": parent}}}}
+        params = {{"sessionId": "x", "text": "hi", "create": True, "_meta": {{"traceparent": parent}}}}
         request = {{"jsonrpc": "2.0", "id": 1, "method": "session.send", "params": params}}
         await runtime.handle_frame(json.dumps(request).encode(), None, {{"traceparent": parent}})
         await runtime.close()

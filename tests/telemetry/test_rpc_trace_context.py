@@ -60,7 +60,7 @@ def turn_of(otel: Recorded, session_id: str):
 
 
 def test_params_meta_traceparent_parents_the_turn(otel: Recorded, model: FakeModelServer) -> None:
-    params = {"sessionId": "s1", "text": "hi", "_meta": {"traceparent": TRACEPARENT}}
+    params = {"sessionId": "s1", "text": "hi", "create": True, "_meta": {"traceparent": TRACEPARENT}}
     (answer,) = asyncio.run(serve(model, [(frame(1, "session.send", params), None)]))
     assert answer["result"]["finishReason"] == "completed"
     turn = turn_of(otel, "s1")
@@ -88,7 +88,7 @@ def test_the_http_header_parents_a_queued_turn(otel: Recorded, model: FakeModelS
 
 
 def test_without_a_traceparent_the_turn_is_a_root(otel: Recorded, model: FakeModelServer) -> None:
-    asyncio.run(serve(model, [(frame(1, "session.send", {"sessionId": "s3", "text": "hi"}), None)]))
+    asyncio.run(serve(model, [(frame(1, "session.send", {"sessionId": "s3", "text": "hi", "create": True}), None)]))
     assert turn_of(otel, "s3").parent is None
 
 
@@ -112,7 +112,7 @@ def test_over_http_the_client_trace_continues_into_the_exported_turn(tmp_path: P
             assert url is not None, "the server did not start"
             request = urllib.request.Request(
                 url + "/",
-                data=frame(1, "session.send", {"sessionId": "h1", "text": "hi"}),
+                data=frame(1, "session.send", {"sessionId": "h1", "text": "hi", "create": True}),
                 headers={"Content-Type": "application/json", "traceparent": TRACEPARENT},
             )
             with urllib.request.urlopen(request, timeout=30) as response:

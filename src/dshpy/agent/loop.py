@@ -83,6 +83,7 @@ from dshpy.log.records import (
     user_message,
 )
 from dshpy.log.session import Session
+from dshpy.projections.commands import turn_refusal
 from dshpy.telemetry import observe_agent
 
 from .compaction import AgentCompaction
@@ -225,9 +226,15 @@ class Agent:
         self._task: asyncio.Task[TurnResult] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._cancel_reason: CancelReason | None = None
-        if resume_marker:
-            append_resume_marker(session)
+        self._marker_pending = resume_marker
+        if resume_marker and turn_refusal(session) is None:
+            self._append_marker()  # a session that cannot run gets its marker when it runs again
         observe_agent(self)  # telemetry subscribes to the hooks when it is on; nothing happens otherwise
+
+    def _append_marker(self) -> None:
+        if self._marker_pending:
+            self._marker_pending = False
+            append_resume_marker(self.session)
 
     # -- configuration ------------------------------------------------------------
 
@@ -324,6 +331,10 @@ class Agent:
                 raise ValueError("a prompt message must have role 'user'")
         else:
             message = user_message(prompt, source)
+        refusal = turn_refusal(self.session)
+        if refusal is not None:  # before anything is written: a refused turn leaves no trace in the log
+            raise refusal
+        self._append_marker()
         loop = asyncio.get_running_loop()
         turn = _Turn(self.session.next_turn)
         sink = _Sink(turn, on_chunk, on_event, loop)

@@ -14,10 +14,12 @@ context window is ``--context-window``, else ``config.toml``'s ``[models."NAME"]
 context_window``, else the model's default; the agent compacts the history when it
 fills up unless ``--no-auto-compact`` (or ``[compaction] auto = false``).
 
-``run`` answers one prompt: the answer streams to stdout, notes (tool calls, retries,
-the session id) go to stderr, ``--json`` prints one result object instead. Exit 0
-when the turn completed (or hit the token limit), 1 when it failed, 130 when it was
-interrupted with Ctrl-C.
+``run`` answers one prompt (``-``, or no prompt with stdin a pipe, reads it from
+stdin): the answer streams to stdout, notes (the session id first, tool calls,
+retries) go to stderr, ``--json`` prints one result object instead. Exit 0 when the
+turn completed, 1 when it failed, 3 when the answer was cut at the token limit, 130
+when it was interrupted with Ctrl-C. A session that is paused, completed or archived
+is refused before anything is written.
 
 ``--otel`` (or the profile's ``otel``, or ``DSHPY_OTEL=1``) records the turns as
 OpenTelemetry traces and metrics (README "Telemetry"); they are flushed before the
@@ -37,9 +39,10 @@ import asyncio
 import contextlib
 import os
 import signal
+import sys
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, TypeVar
+from typing import IO, Any, TypeVar
 
 import click
 
@@ -53,6 +56,7 @@ from dshpy.errors import DshError
 from dshpy.llm.client import API_KEY_HINT, ChatClient, ModelConfig, ModelConfigError
 from dshpy.log.continuation import system_prompt_text
 from dshpy.log.session import Session
+from dshpy.projections.commands import turn_refusal
 from dshpy.sdk.model_settings import ModelSettings, load_model_settings
 from dshpy.sdk.profiles import ProfileError, load_profile
 from dshpy.storage.contract import SessionStore
@@ -67,6 +71,8 @@ from .telemetry_options import telemetry_options, telemetry_running
 __all__ = ["chat", "run"]
 
 EXIT_INTERRUPTED = 130
+EXIT_TRUNCATED = 3
+"""``run``: the answer was cut at the token limit (``finish_reason: length``; the turn ends ``max-tokens``)."""
 T = TypeVar("T")
 
 
@@ -187,8 +193,42 @@ def _agent_options(func: Callable[..., Any]) -> Callable[..., Any]:
     return telemetry_options(compaction_options(model_timeout_options(func)))
 
 
-def _open_session(store: SessionStore, session_id: str | None) -> Session:
-    return store.open(session_id) if session_id is not None else store.create(cwd=os.getcwd())
+def _open_session(state: AppState, store: SessionStore, session_id: str | None) -> Session:
+    """The session to run in, refused (and closed) before anything is written if it cannot start a turn."""
+    session = store.open(session_id) if session_id is not None else store.create(cwd=os.getcwd())
+    refusal = turn_refusal(session)
+    if refusal is not None:
+        session.close()
+        raise CliError(_refusal_text(session.id, refusal.state, str(refusal)))
+    if store.url.startswith("memory:"):
+        click.secho(
+            "warning: the store is memory:, so this session is gone when dshpy exits "
+            "(pass --store sqlite:///sessions.db or set DSHPY_STORE to keep it)",
+            fg="yellow",
+            err=True,
+        )
+    return session
+
+
+def _refusal_text(session_id: str, state: str, message: str) -> str:
+    """The lifecycle's refusal of a turn, worded with the command that gets past it."""
+    if state == "paused":
+        return f"session {session_id} is paused — `dshpy sessions resume {session_id}` first"
+    if state == "archived":
+        return f"session {session_id} is archived and read-only"
+    return f"{message}: `dshpy sessions fork {session_id}` continues it in a new session"
+
+
+def _prompt_text(prompt: str | None) -> str:
+    """PROMPT, or stdin for ``-`` (and for no PROMPT when stdin is not a terminal); never empty."""
+    stdin: IO[str] = sys.stdin
+    if prompt == "-" or (prompt is None and not stdin.isatty()):
+        prompt = stdin.read()
+    if prompt is None:
+        raise click.UsageError("missing PROMPT: pass it as an argument, or `-` to read it from stdin")
+    if not prompt.strip():
+        raise CliError("the prompt is empty: there is nothing to send")
+    return prompt
 
 
 def _system_prompt(session: Session, explicit: str | None) -> str:
@@ -222,13 +262,13 @@ def _result_json(result: TurnResult) -> dict[str, Any]:
 
 
 @click.command("run")
-@click.argument("prompt")
+@click.argument("prompt", required=False)
 @_agent_options
 @common_options
 @pass_state
 def run(
     state: AppState,
-    prompt: str,
+    prompt: str | None,
     session_id: str | None,
     model: str | None,
     base_url: str | None,
@@ -246,7 +286,13 @@ def run(
     context_window: int | None,
     auto_compact: bool | None,
 ) -> None:
-    """Answer PROMPT in a session (streamed to stdout) and print the session id (on stderr)."""
+    """Answer PROMPT in a session: the answer streams to stdout, the session id and notes go to stderr.
+
+    PROMPT `-` (or no PROMPT with stdin a pipe) reads the prompt from stdin. Exit 0 when
+    the turn completed, 1 when it failed, 3 when the answer was cut at the token limit,
+    130 after Ctrl-C.
+    """
+    prompt = _prompt_text(prompt)
     timeouts = (connect_timeout, read_timeout, total_timeout)
     options = _Options(
         model,
@@ -271,7 +317,8 @@ def _run(
 ) -> None:
     store = state.open_store(create=True)
     tools = options.memory_tools(store)
-    session = _open_session(store, session_id)
+    session = _open_session(state, store, session_id)
+    click.echo(f"session: {session.id}", err=True)  # first, so a killed run still named its session
     printer = LivePrinter(reasoning=reasoning)
 
     async def turn() -> TurnResult:
@@ -293,12 +340,14 @@ def _run(
         emit_json(_result_json(result))
     else:
         printer.end_line()
-        click.echo(f"session: {session.id}", err=True)
     if result.kind == "error":
         error = result.error or {}
         raise CliError(str(error.get("message", "the turn failed")))
     if result.kind == "blocked":
         raise CliError(f"the turn was blocked: {result.blocked_reason}")
+    if result.kind == "max-tokens":
+        click.secho("warning: the answer was cut at the token limit (--max-tokens raises it)", fg="yellow", err=True)
+        raise click.exceptions.Exit(EXIT_TRUNCATED)
 
 
 # -- chat -----------------------------------------------------------------------------------
@@ -346,6 +395,10 @@ class _Repl:
                 loop.remove_signal_handler(signal.SIGINT)
 
     def prompt(self, text: str) -> None:
+        refusal = turn_refusal(self.session)
+        if refusal is not None:  # nothing is written for a turn the lifecycle refuses
+            click.echo(f"Error: {_refusal_text(self.session.id, refusal.state, str(refusal))} (or /fork)", err=True)
+            return
         result = self.call(self._turn(text))
         self.printer.end_line()
         if result.kind == "aborted":
@@ -354,7 +407,7 @@ class _Repl:
             error = result.error or {}
             click.echo(f"Error: {error.get('message', 'the turn failed')}", err=True)
         elif result.kind == "max-tokens":
-            self.printer.note("(the answer hit the token limit)")
+            self.printer.note("(the answer was cut at the token limit)")
 
     def command(self, line: str) -> bool:
         """Run a slash command; False when the REPL should end."""
@@ -379,7 +432,12 @@ class _Repl:
     def stats(self) -> None:
         session = self.session
         turns = session.next_turn - 1
-        line = f"session {session.id}: {len(session)} events, {turns} turns, {len(session.derive_messages())} messages"
+        counted = (
+            render.plural(len(session), "event"),
+            render.plural(turns, "turn"),
+            render.plural(len(session.derive_messages()), "message"),
+        )
+        line = f"session {session.id}: {', '.join(counted)}"
         try:
             from dshpy.projections import USAGE, state_of
         except ImportError:  # pragma: no cover - projections ship with dshpy; stay useful without them
@@ -391,8 +449,9 @@ class _Repl:
         click.echo(
             f"tokens: {tokens.input_tokens} input, {tokens.cache_read_tokens} cached input, "
             f"{tokens.output_tokens} output ({tokens.reasoning_tokens} reasoning); "
-            f"{usage.messages} model answers, {usage.failed_attempts} failed attempts, "
-            f"{usage.summaries} compaction summaries"
+            f"{render.plural(usage.messages, 'model answer')}, "
+            f"{render.plural(usage.failed_attempts, 'failed attempt')}, "
+            f"{render.plural(usage.summaries, 'compaction summary', 'compaction summaries')}"
         )
         click.echo(f"context: {render.context_text(self.agent.compaction.usage().to_dict())}")
 
@@ -476,8 +535,10 @@ def chat(
 
 
 def _chat(state: AppState, session_id: str | None, options: _Options, config: ModelConfig, reasoning: bool) -> None:
+    if state.json:
+        raise CliError("chat has no --json output; use `dshpy run --json` (one JSON result per prompt)")
     store = state.open_store(create=True)
-    session = _open_session(store, session_id)
+    session = _open_session(state, store, session_id)
     with asyncio.Runner() as runner:
         client = ChatClient(config)
         repl = _Repl(state, store, session, options, runner, client, reasoning)

@@ -32,11 +32,16 @@ from dshpy.errors import (
     DshError,
     ForkError,
     FormatVersionError,
-    SessionExistsError,
 )
 from dshpy.query.errors import QueryError
 from dshpy.storage.contract import SessionStore
-from dshpy.storage.urls import default_store_url, open_store, parse_store_url, store_location
+from dshpy.storage.urls import (
+    check_relative_reading,
+    default_store_url,
+    open_store,
+    parse_store_url,
+    store_location,
+)
 
 __all__ = [
     "EXIT_DATA",
@@ -113,8 +118,6 @@ def describe_error(error: DshError) -> CliError:
         return CliError(f"conflict: {message}")
     if isinstance(error, QueryError):
         return CliError(f"{message} ({error.code})")
-    if isinstance(error, SessionExistsError):
-        return CliError(f"exists: {message}")
     return CliError(message)
 
 
@@ -198,6 +201,7 @@ class AppState:
         if self.store is not None:
             return self.store
         url = self.url
+        check_relative_reading(parse_store_url(url))  # before "no store at tmp/x" could mislead
         if not create:
             location = store_location(parse_store_url(url))
             if location is not None and not location.exists():
@@ -218,6 +222,12 @@ class AppState:
             console.size = console.size  # measured once: rich would ask the terminal again on every print
             self.out_console = console
         return self.out_console
+
+    @property
+    def terminal_width(self) -> int | None:
+        """The terminal's width in columns, or ``None`` when stdout is a pipe or file (no limit)."""
+        console = self.out
+        return console.width if console.is_terminal else None
 
     def print_table(self, table: RenderableType) -> None:
         """Print a table (or anything holding one) at the terminal's width, or unclipped when stdout is not a
@@ -251,7 +261,8 @@ def _set_json(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
 
 
 _STORE_HELP = (
-    "Store URL: sqlite:///path.db, jsonl:///dir, postgresql://user@host/db?schema=NAME, memory:, "
+    "Store URL: sqlite:///relative.db, sqlite:////absolute.db, jsonl:////abs/dir, "
+    "postgresql://user@host/db?schema=NAME, memory:, "
     "dsh: (dsh's own $DSH_HOME/sessions) (default: $DSHPY_STORE, else $DSHPY_HOME/sessions.db)."
 )
 _JSON_HELP = "Print a machine-readable JSON result instead of rich text."
@@ -284,10 +295,25 @@ def emit_json_line(value: Any) -> None:
 @click.version_option(package_name="dshpy", prog_name="dshpy")
 @click.pass_context
 def cli(ctx: click.Context) -> None:
-    """dshpy: inspect and manage DeepSeek Harness sessions (append-only event logs).
+    """dshpy: an agent that talks to a model and keeps every session as an append-only event log
+    (DeepSeek Harness's format), plus the tools to inspect, search and manage those sessions.
 
-    Exit codes: 0 ok, 1 user error (bad id, not found, refused, conflict, missing store),
-    2 corrupt or unsupported data.
+    \b
+    Start here:
+      dshpy run "PROMPT"    answer one prompt; session id on stderr
+      dshpy chat            a conversation at the prompt (/help)
+      dshpy serve --stdio   JSON-RPC for programs (or --http)
+      dshpy sessions list   what is stored; then sessions show ID
+
+    \b
+    The model: DEEPSEEK_API_KEY (required), DEEPSEEK_BASE_URL
+    (any OpenAI-compatible server; default https://api.deepseek.com),
+    DEEPSEEK_MODEL (default deepseek-chat). The store: --store URL,
+    else $DSHPY_STORE, else $DSHPY_HOME/sessions.db (~/.dshpy).
+
+    Exit codes: 0 ok, 1 user error (bad id, not found, refused, conflict, missing store)
+    or a failed turn, 2 corrupt or unsupported data, 3 (run) an answer cut at the token
+    limit, 130 interrupted.
     """
     escape_unencodable_output()
     ctx.ensure_object(AppState)

@@ -44,7 +44,7 @@ def list_filters(
 def _row(summary: QuerySummary) -> SessionSummary:
     """A query summary as a ``sessions list`` row (the query does not say where a title came from)."""
     title = preview(summary.title) if summary.title else None
-    return SessionSummary(summary.info, summary.turns or 0, title, None, summary.state, summary.error)
+    return SessionSummary(summary.info, summary.turns or 0, title, None, summary.state, error=summary.error)
 
 
 def print_filtered_listing(
@@ -56,7 +56,7 @@ def print_filtered_listing(
         emit_json(page.to_dict())
         return page
     if page.sessions:
-        state.print_table(render.sessions_table([_row(s) for s in page.sessions]))
+        state.print_table(render.sessions_table([_row(s) for s in page.sessions], state.terminal_width))
     else:
         state.out.print(Text(f"no matching sessions in {state.url}", style="dim"))
     if page.next_cursor is not None:

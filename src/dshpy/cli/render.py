@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -47,11 +48,14 @@ __all__ = [
     "event_line",
     "event_summary",
     "format_time",
+    "plural",
     "session_card",
     "sessions_table",
     "show_progress",
+    "state_label",
     "stats_view",
     "transcript",
+    "turn_outcomes",
 ]
 
 PROGRESS_MIN_EVENTS = 5_000
@@ -97,39 +101,89 @@ def format_time(ms: int, *, precise: bool = False) -> str:
 # -- list ---------------------------------------------------------------------------------
 
 
-def sessions_table(rows: Sequence[SessionSummary]) -> Table:
-    """The ``sessions list`` table: newest activity first, as the store lists them."""
-    table = Table(box=None, header_style="bold", pad_edge=False, expand=False)
+NARROW_WIDTH = 120
+"""Below this many columns ``sessions list`` drops the event count and parent and shortens the rest."""
+
+
+def _tail(text: str, width: int) -> str:
+    """The end of ``text`` in ``width`` characters (a path's last parts say the most), ``…`` marking the cut."""
+    return text if len(text) <= width else "…" + text[len(text) - width + 1 :]
+
+
+def state_label(state: str | None, last_outcome: str | None) -> Text:
+    """A list row's state: the lifecycle, and how the last turn ended when that was not a plain completion."""
+    label = Text(state or "", style=LIFECYCLE_STYLES.get(state or "", ""))
+    if last_outcome and last_outcome != "completed" and not (state == "failed" and last_outcome == "error"):
+        label.append(f"{' · ' if state else ''}{last_outcome}", style="yellow" if last_outcome != "error" else "red")
+    return label
+
+
+def sessions_table(rows: Sequence[SessionSummary], width: int | None = None) -> Table:
+    """The ``sessions list`` table: newest activity first, as the store lists them.
+
+    ``width`` is the terminal's (``None``: unlimited, for a pipe). Ids are never
+    shortened, so on a narrow terminal the table keeps id, turns, state and title and
+    gives way elsewhere, as ``gh`` does: the event count and parent go, the creation
+    time shrinks to five characters (the time today, else the day), and the cwd (its
+    tail) and the title are cut to fit. Widths are then fixed here, because rich,
+    asked to squeeze, would squeeze whole columns away.
+    """
+    narrow = width is not None and width < NARROW_WIDTH
     id_width = max((len(row.info.id) for row in rows), default=2)  # ids are never shortened
-    table.add_column("id", no_wrap=True, style="cyan", min_width=id_width)
-    table.add_column("created", no_wrap=True, min_width=16)
-    table.add_column("cwd", overflow="ellipsis", no_wrap=True, max_width=32)
-    table.add_column("turns", justify="right", no_wrap=True, min_width=5)
-    table.add_column("events", justify="right", no_wrap=True, min_width=6)
-    table.add_column("state", no_wrap=True, min_width=5)
-    table.add_column("title / first prompt", overflow="ellipsis", no_wrap=True, ratio=1, min_width=10)
-    table.add_column("parent", overflow="ellipsis", no_wrap=True, style="dim")
-    for row in rows:
+    states = [_state_cell(row) for row in rows]
+    padding = (0, 1, 0, 0) if narrow else (0, 1)
+    table = Table(box=None, header_style="bold", pad_edge=False, expand=False, padding=padding)
+    if narrow and width is not None:
+        state_width = max([5, *(cell.cell_len for cell in states)])
+        fixed = id_width + 5 + 5 + state_width + 6  # six one-space gaps
+        cwd_width = max(4, min(24, (width - fixed) // 3))
+        title_width = max(6, width - fixed - cwd_width)
+        table.add_column("id", no_wrap=True, style="cyan", width=id_width)
+        table.add_column("date", no_wrap=True, width=5)
+        table.add_column("cwd", no_wrap=True, overflow="ellipsis", width=cwd_width)
+        table.add_column("turns", justify="right", no_wrap=True, width=5)
+        table.add_column("state", no_wrap=True, width=state_width)
+        table.add_column("title", overflow="ellipsis", no_wrap=True, width=title_width)
+    else:
+        cwd_width = 32
+        table.add_column("id", no_wrap=True, style="cyan", min_width=id_width)
+        table.add_column("created", no_wrap=True, min_width=16)
+        table.add_column("cwd", overflow="ellipsis", no_wrap=True, max_width=cwd_width)
+        table.add_column("turns", justify="right", no_wrap=True, min_width=5)
+        table.add_column("events", justify="right", no_wrap=True, min_width=6)
+        table.add_column("state", no_wrap=True, min_width=5)
+        table.add_column("title / first prompt", overflow="ellipsis", no_wrap=True, ratio=1, min_width=10)
+        table.add_column("parent", overflow="ellipsis", no_wrap=True, style="dim")
+    for row, shown_state in zip(rows, states, strict=True):
         info = row.info
         if row.error is not None:
             label = Text(clean(f"unreadable: {row.error}"), style="red")
         else:  # a title from the first prompt is shown in italics, a real one upright
             label = Text(clean(row.title or ""), style="italic" if row.title_source == "prompt" else "")
-        state = row.lifecycle or ""
-        shown_state = Text(state, style=LIFECYCLE_STYLES.get(state, ""))
-        if info.stored_version < 4:  # an old dsh generation, read through its in-memory upgrade
-            shown_state.append(f"{' ' if state else ''}(v{info.stored_version})", style="dim")
-        table.add_row(
-            info.id,
-            format_time(info.created_at),
-            Text(clean(info.cwd or "")),
-            str(row.turns),
-            str(info.event_count),
-            shown_state,
-            label,
-            info.parent_session or "",
-        )
+        created = format_time(info.created_at)
+        cells: list[Text | str] = [info.id, _compact_time(created) if narrow else created]
+        cells.append(Text(_tail(clean(info.cwd or ""), cwd_width)))
+        cells.append(str(row.turns))
+        if not narrow:
+            cells.append(str(info.event_count))
+        cells.extend([shown_state, label])
+        if not narrow:
+            cells.append(info.parent_session or "")
+        table.add_row(*cells)
     return table
+
+
+def _compact_time(shown: str) -> str:
+    """``2024-05-01 14:03`` in five characters: the time if it is today, else the month and day."""
+    today = datetime.now().strftime("%Y-%m-%d")
+    return shown[11:16] if shown.startswith(today) else shown[5:10]
+
+
+def _state_cell(row: SessionSummary) -> Text:
+    shown_state = state_label(row.lifecycle, row.last_outcome)
+    if row.info.stored_version < 4:  # an old dsh generation, read through its in-memory upgrade
+        shown_state.append(f"{' ' if row.lifecycle else ''}(v{row.info.stored_version})", style="dim")
+    return shown_state
 
 
 LIFECYCLE_STYLES = {
@@ -163,8 +217,12 @@ def format_usd(usd: float) -> str:
     return f"${usd:.4f}" if usd >= 0.01 or usd == 0 else f"${usd:.6f}"
 
 
-def _plural(count: int, noun: str) -> str:
-    return f"{count:,} {noun}" if count == 1 else f"{count:,} {noun}s"
+def plural(count: int, noun: str, many: str | None = None) -> str:
+    """``1 turn``, ``2 turns`` (``many`` for nouns that do not just take an s)."""
+    return f"{count:,} {noun}" if count == 1 else f"{count:,} {many or noun + 's'}"
+
+
+_plural = plural
 
 
 def _int(value: Any, name: str) -> int:
@@ -264,13 +322,18 @@ def context_text(context: Mapping[str, Any]) -> str:
 
 
 def session_card(
-    info: SessionInfo, stats: dict[str, Any], title: str | None, context: Mapping[str, Any] | None = None
+    info: SessionInfo,
+    stats: dict[str, Any],
+    title: str | None,
+    context: Mapping[str, Any] | None = None,
+    *,
+    title_source: str | None = None,
 ) -> RenderableType:
-    """Header fields and counts of one session."""
+    """Header fields and counts of one session (a title from the first prompt in italics, as in ``list``)."""
     header = info.header
     rows: list[tuple[str, Text | str]] = []
     if title:
-        rows.append(("title", Text(clean(title))))
+        rows.append(("title", Text(clean(title), style="italic" if title_source == "prompt" else "")))
     rows.append(("created", format_time(info.created_at, precise=True)))
     rows.append(("updated", format_time(info.updated_at, precise=True)))
     if header.cwd:
@@ -286,8 +349,9 @@ def session_card(
     rows.append(
         (
             "stats",
-            f"{stats['events']} events · {stats['turns']} turns · {stats['messages']} messages · "
-            f"{stats['inherited']} inherited · {len(stats['forks'])} forks",
+            f"{_plural(stats['events'], 'event')} · {_plural(stats['turns'], 'turn')} · "
+            f"{_plural(stats['messages'], 'message')} · {stats['inherited']:,} inherited · "
+            f"{_plural(len(stats['forks']), 'fork')}",
         )
     )
     if stats["forks"]:
@@ -299,8 +363,9 @@ def session_card(
     if stats["pendingRepair"]:
         parts.append(
             Text(
-                f"The last turn was interrupted: {stats['pendingRepair']} closer event(s) are shown below but not "
-                f"stored; `dshpy sessions repair {info.id}` appends them.",
+                "The last turn was interrupted (the process running it stopped). It is shown below closed, as "
+                f"`dshpy sessions repair {info.id}` would close it, with "
+                f"{_plural(stats['pendingRepair'], 'closing event')} not stored yet.",
                 style="yellow",
             )
         )
@@ -391,6 +456,8 @@ def _message_heading(message: Message, event: SessionEvent | None, tool_names: d
             error: Any = event.data.get("error") if event is not None and isinstance(event.data, dict) else None
             code = error.get("code") if isinstance(error, dict) else None
             heading.append("  ✗ error" + (f" {clean(str(code))}" if code else ""), style="bold red")
+    if event is not None and event.type == "assistant/message" and event.data.get("interrupted") is True:
+        heading.append("  (cut off: its turn was stopped while it streamed)", style="yellow")
     source = data.get("source")
     kind = source.get("kind") if isinstance(source, dict) else None
     if kind and kind not in ("user", "model", "tool"):
@@ -399,8 +466,67 @@ def _message_heading(message: Message, event: SessionEvent | None, tool_names: d
     return heading
 
 
+@dataclass(frozen=True, slots=True)
+class TurnOutcome:
+    """How one turn ended: its ``turn/end`` reason, and whether that event is stored or only repair's view."""
+
+    turn: int
+    kind: str
+    """``completed``, ``error``, ``aborted``, ``interrupted``, ``max-tokens``, ``blocked``, ``forked`` or ``open``."""
+    message: str | None = None
+    """The error's message (``error``) or the abort's cause (``aborted``)."""
+    stored: bool = True
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"turn": self.turn, "outcome": self.kind, "message": self.message, "stored": self.stored}
+
+    def text(self) -> Text:
+        """The line ``show`` prints under the turn."""
+        words = {
+            "completed": ("✓ completed", "dim green"),
+            "error": ("✗ error", "bold red"),
+            "aborted": ("⊘ aborted", "yellow"),
+            "interrupted": ("⚠ interrupted", "yellow"),
+            "max-tokens": ("✂ cut at the token limit (max-tokens)", "yellow"),
+            "blocked": ("⊘ blocked", "yellow"),
+            "forked": ("⑂ closed by a fork", "dim"),
+            "open": ("… still running (or its process died; `repair` closes it)", "yellow"),
+        }
+        label, style = words.get(self.kind, (self.kind, "dim"))
+        line = Text(f"turn {self.turn}: ", style="dim")
+        line.append(label, style=style)
+        if self.message:
+            line.append(f": {clean(self.message)}", style=style)
+        if not self.stored:
+            line.append(" (not stored: `repair` appends it)", style="dim")
+        return line
+
+
+def turn_outcomes(session: Session) -> list[TurnOutcome]:
+    """Each turn's ending, read from its ``turn/end`` (a turn still open reads ``open``)."""
+    stored = len(session) - session.pending_count
+    outcomes: dict[int, TurnOutcome] = {}
+    for event in session.events:
+        data: Any = event.data
+        if event.type == "turn/start":
+            outcomes[int(data["turn"])] = TurnOutcome(int(data["turn"]), "open")
+        elif event.type == "turn/end":
+            reason = data.get("reason") if isinstance(data, dict) else None
+            kind = str(reason.get("kind")) if isinstance(reason, dict) else "?"
+            message: str | None = None
+            if isinstance(reason, dict) and isinstance(reason.get("error"), dict):
+                found = reason["error"].get("message")
+                message = found if isinstance(found, str) else None
+            elif isinstance(reason, dict) and isinstance(reason.get("reason"), dict):
+                cause = reason["reason"].get("kind")
+                message = f"by {cause}" if isinstance(cause, str) else None
+            number = int(data["turn"])
+            outcomes[number] = TurnOutcome(number, kind, message, stored=event.seq < stored)
+    return [outcomes[number] for number in sorted(outcomes)]
+
+
 def transcript(console: Console, session: Session, *, full: bool = False) -> None:
-    """Print the derived messages, one block per message, with a rule at each new turn."""
+    """Print the derived messages, one block per message, with a rule at each new turn and each turn's outcome."""
     events = session.events
     turn_of: dict[int, int] = {}
     tool_names: dict[str, str] = {}
@@ -411,13 +537,20 @@ def transcript(console: Console, session: Session, *, full: bool = False) -> Non
         if event.surface_op is not None:
             turn_of[event.seq] = turn
     messages = session.derive_messages()
+    outcomes = {outcome.turn: outcome for outcome in turn_outcomes(session)}
     if not messages:
         console.print(Text("(no messages)", style="dim"))
-        return
     shown_turn: int | None = None
+
+    def close(turn: int | None) -> None:
+        outcome = outcomes.pop(turn, None) if turn else None
+        if outcome is not None:
+            console.print(Indent(outcome.text(), 0), "")
+
     for message in messages:
         turn = turn_of.get(message.seq, 0)
         if turn != shown_turn:
+            close(shown_turn)
             console.print(Rule(f"turn {turn}" if turn else "before the first turn", style="dim"))
             shown_turn = turn
         for block in message.content:
@@ -430,6 +563,9 @@ def transcript(console: Console, session: Session, *, full: bool = False) -> Non
         if message.role in ("system", "developer") and not full:
             body = body[:2]
         console.print(Group(_message_heading(message, source_event, tool_names), Indent(Group(*body)), ""))
+    close(shown_turn)
+    for outcome in outcomes.values():  # turns none of whose messages is visible (compacted away)
+        console.print(Indent(outcome.text(), 0))
 
 
 # -- log ------------------------------------------------------------------------------------

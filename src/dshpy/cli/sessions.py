@@ -30,10 +30,13 @@ from dshpy.compaction.meter import context_usage
 from dshpy.core.events import SessionEvent
 from dshpy.core.ids import check_session_id
 from dshpy.core.json import dumps, loads, thaw
+from dshpy.core.vocabulary import KNOWN_EVENT_TYPES
 from dshpy.errors import LifecycleError
 from dshpy.log.header import FORMAT_VERSION
 from dshpy.projections.builtins.lifecycle import LIFECYCLE, SESSION_STATE_TYPE, SessionState
+from dshpy.projections.builtins.title import TITLE
 from dshpy.projections.runner import state_of
+from dshpy.storage.base import BaseStore
 from dshpy.storage.contract import SessionStore
 
 from . import render
@@ -116,7 +119,7 @@ def list_sessions(
     if state.json:
         emit_json([row.to_dict() for row in rows])
     elif rows:
-        state.print_table(render.sessions_table(rows))
+        state.print_table(render.sessions_table(rows, state.terminal_width))
     else:
         state.out.print(Text(f"no sessions in {state.url}", style="dim"))
     damaged = sum(row.error is not None for row in rows)
@@ -148,13 +151,10 @@ def show(state: AppState, session_id: str, full: bool) -> None:
     info = store.stat(session_id)
     session = store.inspect(session_id)
     messages = session.derive_messages()
-    title: str | None = None
-    turns = 0
-    for event in session.events:
-        if event.type == "turn/start":
-            turns += 1
-        elif event.type == "session/title" and isinstance(event.data.get("title"), str):
-            title = event.data["title"]
+    shown_title = state_of(session, TITLE)  # the one definition `list` and `stats` use too
+    title, title_source = shown_title.title, shown_title.source
+    turns = sum(event.type == "turn/start" for event in session.events)
+    outcomes = render.turn_outcomes(session)
     stats: dict[str, Any] = {
         "events": info.event_count,
         "turns": turns,
@@ -171,13 +171,15 @@ def show(state: AppState, session_id: str, full: bool) -> None:
             {
                 "session": {**info.to_dict(), **header},
                 "title": title,
+                "titleSource": title_source,
                 "stats": stats,
+                "turns": [outcome.to_dict() for outcome in outcomes],
                 "context": context,
                 "messages": [{"seq": message.seq, "message": message.to_dict()} for message in messages],
             }
         )
         return
-    state.out.print(render.session_card(info, stats, title, context))
+    state.out.print(render.session_card(info, stats, title, context, title_source=title_source))
     state.out.print()
     render.transcript(state.out, session, full=full)
 
@@ -190,6 +192,18 @@ def _matcher(patterns: tuple[str, ...]) -> Callable[[str], bool]:
         return lambda _type: True
     exact = frozenset(patterns)
     return lambda kind: kind in exact or any(fnmatch.fnmatchcase(kind, pattern) for pattern in patterns)
+
+
+def _check_types(types: tuple[str, ...]) -> None:
+    """Refuse a ``--type`` that can match nothing: neither a dsh type, a pattern of some, nor a plugin's type."""
+    for pattern in types:
+        if pattern.startswith("plugin:") or any(fnmatch.fnmatchcase(kind, pattern) for kind in KNOWN_EVENT_TYPES):
+            continue
+        raise click.BadParameter(
+            f"{pattern!r} is not an event type; known types: {', '.join(sorted(KNOWN_EVENT_TYPES))} "
+            "(patterns such as 'turn/*' or 'tool/*' work, and plugin:NAMESPACE/NAME for plugin records)",
+            param_hint="--type",
+        )
 
 
 def _events(store: SessionStore, session_id: str, from_seq: int, types: tuple[str, ...]) -> Iterator[SessionEvent]:
@@ -238,6 +252,7 @@ def log(state: AppState, session_id: str, from_seq: int, types: tuple[str, ...],
     With --json, each event is printed as its exact dsh v4 wire object, one per line (JSONL).
     With --follow, new events are printed as they are committed (by any process) until Ctrl-C.
     """
+    _check_types(types)
     store = state.open_store(create=False)
     if follow:
         _follow(state, store, session_id, from_seq, types)
@@ -647,6 +662,13 @@ def delete(state: AppState, session_id: str, detach_forks: bool, yes: bool) -> N
     """Delete a session and its events (refused while forks share its history, unless --detach-forks)."""
     store = state.open_store(create=False)
     info = store.stat(session_id)
+    if not detach_forks and isinstance(store, BaseStore):  # refuse before asking, not after a "yes"
+        sharing = store.forks_sharing(session_id)
+        if sharing:
+            raise CliError(
+                f"session {session_id} has forks that share its history ({', '.join(sharing)}); delete them first "
+                "or pass --detach-forks to copy the shared history into each fork"
+            )
     if not yes:
         question = f"Delete session {session_id} ({info.event_count} events)? This cannot be undone"
         try:

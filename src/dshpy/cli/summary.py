@@ -63,6 +63,8 @@ class SessionSummary:
     """``event`` (a ``session/title``), ``prompt`` (the first prompt's fallback) or ``None``."""
     lifecycle: str | None = None
     """The ``lifecycle`` projection's state (``created``, ``active``, …)."""
+    last_outcome: str | None = None
+    """How the last turn ended (the ``stats`` projection's ``last_outcome``: ``completed``, ``error``, …)."""
     error: str | None = None
     """Why the log could not be summarized (the row still shows what the store knows)."""
 
@@ -73,7 +75,13 @@ class SessionSummary:
 
     def to_dict(self) -> dict[str, Any]:
         result = self.info.to_dict()
-        result.update(turns=self.turns, title=self.title, titleSource=self.title_source, lifecycle=self.lifecycle)
+        result.update(
+            turns=self.turns,
+            title=self.title,
+            titleSource=self.title_source,
+            lifecycle=self.lifecycle,
+            lastTurn=self.last_outcome,
+        )
         if self.error is not None:
             result["error"] = self.error
         return result
@@ -109,4 +117,5 @@ def summary_of(listed: SessionProjections) -> SessionSummary:
         preview(title) if title else None,
         source if title else None,
         state,
+        _str(stats, "lastOutcome"),
     )

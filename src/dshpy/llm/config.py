@@ -68,7 +68,10 @@ def check_base_url(url: str) -> str:
     example = "e.g. https://api.deepseek.com or http://127.0.0.1:8000/v1"
     if not url or url != url.strip() or any(char.isspace() or ord(char) < 32 for char in url):
         raise ModelConfigError(f"malformed model base URL {url!r}: it contains spaces or control characters")
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError as error:  # e.g. an unclosed IPv6 bracket
+        raise ModelConfigError(f"malformed model base URL {url!r}: {error} ({example})") from None
     if parts.scheme.lower() not in ("http", "https") or not url.lower().startswith(f"{parts.scheme.lower()}://"):
         raise ModelConfigError(f"malformed model base URL {url!r}: it must start with http:// or https:// ({example})")
     if not parts.hostname:
@@ -118,7 +121,10 @@ class ModelTimeouts:
 
 
 def _provider_of(base_url: str) -> str:
-    host = (urlsplit(base_url).hostname or "").lower()
+    try:
+        host = (urlsplit(base_url).hostname or "").lower()
+    except ValueError:  # unparsable: check_base_url says why
+        return "openai-compatible"
     if host == "deepseek.com" or host.endswith(".deepseek.com"):
         return "deepseek"
     if host == "openai.com" or host.endswith(".openai.com"):

@@ -12,6 +12,8 @@ SERVER                  yes        5xx, or DeepSeek's ``insufficient_system_reso
 TIMEOUT                 yes        no connection / answer / chunk / whole answer in time
 STREAM_INTERRUPTED      yes        the stream broke off before it finished
 CONNECTION              yes        the server could not be reached
+UNKNOWN_HOST            no         the base URL's host name does not resolve (a
+                                   configuration error: retrying cannot help)
 CONTEXT_WINDOW_EXCEEDED no         the prompt is longer than the model's window
 INVALID_CREDENTIAL      no         401/403: fails fast, naming ``DEEPSEEK_API_KEY``
 QUOTA                   no         402 (DeepSeek: insufficient balance)
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import email.utils
 import re
+import socket
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -187,6 +190,24 @@ def _server(base_url: str | None) -> str:
     return "the model server" if base_url is None else f"the model server at {base_url}"
 
 
+_NO_SUCH_NAME = frozenset(
+    code for code in (getattr(socket, "EAI_NONAME", None), getattr(socket, "EAI_NODATA", None)) if code is not None
+)
+"""``getaddrinfo`` answers that mean the name does not exist (``EAI_AGAIN``, a resolver hiccup, is not one)."""
+
+
+def _unknown_host(error: BaseException) -> bool:
+    """Whether the exception chain holds a DNS answer that the host does not exist."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, socket.gaierror) and current.errno in _NO_SUCH_NAME:
+            return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
 def _seconds(value: float) -> str:
     return f"{value:g} s"
 
@@ -243,6 +264,9 @@ def classify_exception(
         cause = error.__cause__ or error
         if streaming:
             return _interrupted(base_url, cause)
+        if _unknown_host(error):
+            message = f"cannot reach {_server(base_url)}: its host name is unknown ({cause}); check the base URL"
+            return LlmError(_failure(message, "UNKNOWN_HOST"))
         return LlmError(_failure(f"cannot reach {_server(base_url)}: {cause}", "CONNECTION"))
     if isinstance(error, openai.APIError):  # e.g. an ``error`` event inside the stream
         return LlmError(_failure(f"model API error: {error.message}", "SERVER" if streaming else "UNKNOWN"))

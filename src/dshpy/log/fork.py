@@ -77,7 +77,8 @@ def plan_fork(
         raise ForkError("INVALID_BOUNDARY", f"fork boundary must be a non-negative safe integer, got {boundary!r}")
     if boundary >= total:
         shown = "none" if total == 0 else str(total - 1)
-        raise ForkError("INVALID_BOUNDARY", f"fork boundary {boundary} does not exist{name} (last seq: {shown})")
+        where = f' session "{session_id}"' if session_id else " the session"
+        raise ForkError("INVALID_BOUNDARY", f"fork boundary {boundary} is past the end of{where} (last seq: {shown})")
     index = boundary - offset
     if not 0 <= index < len(events):
         raise ValueError(f"fork window starting at seq {offset} does not contain boundary {boundary}")

@@ -21,7 +21,13 @@ __all__ = ["LogView", "Message", "message_of"]
 T = TypeVar("T")
 
 
-@dataclass(frozen=True, slots=True)
+_REPR_TEXT = 60
+"""Characters of a message's text its repr shows."""
+_REPR_ITEMS = 20
+"""Items a :class:`LogView`'s repr shows before it says how many more there are."""
+
+
+@dataclass(frozen=True, slots=True, repr=False)
 class Message:
     """One model-visible message, derived from the surface event at ``seq``."""
 
@@ -55,6 +61,21 @@ class Message:
         """A plain, mutable copy of the message object."""
         result: dict[str, Any] = thaw(self.data)
         return result
+
+    def __repr__(self) -> str:
+        """``Message(seq=2, role='user', text='hi')``: what a person needs at a prompt, not the frozen JSON."""
+        try:
+            text = self.text
+            parts = [f"seq={self.seq}", f"role={self.role!r}"]
+            calls = [str(block.get("name")) for block in self.content if block.get("type") == "tool-call"]
+        except (KeyError, TypeError, AttributeError):  # not a well-formed message object: show what is there
+            return f"Message(seq={self.seq}, data={thaw(self.data)!r})"
+        if text or not calls:
+            shown = text if len(text) <= _REPR_TEXT else text[: _REPR_TEXT - 1] + "…"
+            parts.append(f"text={shown!r}")
+        if calls:
+            parts.append(f"tool_calls={calls!r}")
+        return f"Message({', '.join(parts)})"
 
 
 def message_of(event: SessionEvent) -> Message | None:
@@ -115,4 +136,6 @@ class LogView(Sequence[T], Generic[T]):
         raise TypeError("unhashable type: 'LogView'")
 
     def __repr__(self) -> str:
-        return f"LogView({list(self)!r})"
+        shown = ", ".join(repr(item) for item in self[:_REPR_ITEMS])
+        more = self._length - _REPR_ITEMS
+        return f"LogView([{shown}{f', … {more} more' if more > 0 else ''}])"

@@ -5,12 +5,13 @@ Importing it is cheap (stdlib only); the server it spawns loads the rest.
 
 from dshpy.sdk.client import AsyncHarnessClient, HarnessClient, Response, SessionRecord
 from dshpy.sdk.profiles import Profile, ProfileError, load_profile
-from dshpy.sdk.transport import HarnessError, TransportClosedError
+from dshpy.sdk.transport import HarnessError, HarnessSessionNotFound, TransportClosedError
 
 __all__ = [
     "AsyncHarnessClient",
     "HarnessClient",
     "HarnessError",
+    "HarnessSessionNotFound",
     "Profile",
     "ProfileError",
     "Response",

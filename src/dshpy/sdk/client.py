@@ -310,7 +310,7 @@ class HarnessClient:
     # -- turns ----------------------------------------------------------------------
 
     def send_message(self, session_id: str, text: str) -> Response:
-        """Run one turn (the session is created if it does not exist) and return how it ended."""
+        """Run one turn and return how it ended; an unknown id raises :class:`HarnessSessionNotFound` (-32001)."""
         response = Response.from_json(self.request("session.send", {"sessionId": session_id, "text": text}))
         self.last_response = response
         return response
@@ -461,7 +461,7 @@ class AsyncHarnessClient:
         return dict((await self.request("session.get", params))["context"])
 
     async def send_message(self, session_id: str, text: str) -> Response:
-        """Run one turn (the session is created if it does not exist) and return how it ended."""
+        """See :meth:`HarnessClient.send_message` (an unknown id raises :class:`HarnessSessionNotFound`)."""
         response = Response.from_json(await self.request("session.send", {"sessionId": session_id, "text": text}))
         self._last = response
         return response

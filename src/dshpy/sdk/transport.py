@@ -23,10 +23,11 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from dshpy.errors import DshError
+from dshpy.errors import DshError, SessionNotFound
 
 __all__ = [
     "HarnessError",
+    "HarnessSessionNotFound",
     "HttpEndpoint",
     "HttpTransport",
     "Notification",
@@ -50,6 +51,27 @@ class HarnessError(DshError):
         self.code = code
         self.message = message
         self.data = data
+
+
+class HarnessSessionNotFound(HarnessError, SessionNotFound):
+    """The server has no session with that id (-32001): also a :class:`dshpy.SessionNotFound`.
+
+    So code written against a store (``except dshpy.SessionNotFound``) handles a typo'd id
+    the same way through the SDK.
+    """
+
+    def __str__(self) -> str:
+        return HarnessError.__str__(self)
+
+
+SESSION_NOT_FOUND_CODE = -32001
+
+
+def harness_error(code: int, message: str, data: Any = None) -> HarnessError:
+    """The :class:`HarnessError` (or its more precise subclass) for an error answer."""
+    if code == SESSION_NOT_FOUND_CODE:
+        return HarnessSessionNotFound(code, message, data)
+    return HarnessError(code, message, data)
 
 
 class TransportClosedError(HarnessError):
@@ -84,7 +106,7 @@ class _Subscribers:
 def _unwrap(frame: Mapping[str, Any]) -> Any:
     error = frame.get("error")
     if isinstance(error, dict):
-        raise HarnessError(int(error.get("code", -32603)), str(error.get("message", "")), error.get("data"))
+        raise harness_error(int(error.get("code", -32603)), str(error.get("message", "")), error.get("data"))
     return frame.get("result")
 
 

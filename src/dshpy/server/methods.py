@@ -649,16 +649,18 @@ class Runtime:
     async def send(self, p: Params, _peer: Peer | None) -> Any:
         """``session.send``: run one turn and answer when it has ended, with its text, finish reason and usage.
 
-        Waits behind prompts already queued on the session. The session is created
-        unless ``create`` is false. ``events: false`` leaves the turn's events out of the
-        answer, for clients that already read them from the notification stream.
+        Waits behind prompts already queued on the session. An unknown ``sessionId`` is
+        -32001 (a typo must not start a session of its own): create sessions with
+        ``session.create``, or pass ``create: true``. ``events: false`` leaves the turn's
+        events out of the answer, for clients that already read them from the
+        notification stream.
         """
         session_id = p.session_id()
         text = p.string("text", empty=True)
         with_events = p.boolean("events", default=True)
         size = len(text.encode())
         self.live.check_bytes(size, session_id)
-        live = await self._open(session_id, create=p.boolean("create", default=True))
+        live = await self._open(session_id, create=p.boolean("create", default=False))
         message = user_message(text)
         future: asyncio.Future[TurnResult] = asyncio.get_running_loop().create_future()
         self._enqueue(live, Queued(message, size, future))

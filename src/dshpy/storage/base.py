@@ -735,6 +735,13 @@ class BaseStore(StorageBackend):
             return cast(SearchIndex, self)._search_index_status()
         return SearchIndexStatus("scan", None, self._scan_generation)
 
+    def forks_sharing(self, session_id: str) -> builtins.list[str]:
+        """The forks that read ``session_id``'s history in place: :meth:`delete` refuses while there are any
+        (unless ``detach_forks``), so a caller can say so before it asks anyone to confirm a delete."""
+        check_session_id(session_id)
+        self._header(session_id)
+        return self._shared_with(session_id)
+
     def delete(self, session_id: str, *, detach_forks: bool = False) -> None:
         """Delete a session. Refused while zero-copy forks read its prefix, unless ``detach_forks``,
         and while a live handle holds it (:class:`~dshpy.errors.SessionBusyError`)."""

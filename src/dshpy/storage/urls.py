@@ -23,6 +23,7 @@ from dshpy.storage.store_url import StoreURL, parse_store_url
 
 __all__ = [
     "StoreURL",
+    "check_relative_reading",
     "default_store_url",
     "dsh_home",
     "dsh_sessions_root",
@@ -122,9 +123,37 @@ def default_store_url() -> str:
     return f"sqlite:///{(dshpy_home() / 'sessions.db').resolve()}"
 
 
+def check_relative_reading(url: StoreURL) -> None:
+    """Refuse a three-slash file URL that reads as a relative path nobody meant.
+
+    Store URLs follow SQLAlchemy: ``jsonl:///tmp/x`` is the *relative* path ``tmp/x``
+    and ``jsonl:////tmp/x`` the absolute ``/tmp/x``. Most people expect the first to be
+    absolute; silently creating ``./tmp/x`` would hide their sessions. So a relative
+    path whose first directory does not exist here but does exist at the root (the
+    absolute reading) is refused with the four-slash form to write instead. A plain
+    relative name (``sqlite:///sessions.db``) or one under an existing directory is
+    never refused.
+    """
+    if url.scheme not in ("sqlite", "jsonl") or url.location.startswith("/"):
+        return
+    relative = Path(url.location)
+    if len(relative.parts) < 2 or relative.exists() or Path(relative.parts[0]).exists():
+        return
+    absolute = Path("/") / relative
+    if not Path("/", relative.parts[0]).exists():
+        return
+    query = url.raw.split("?", 1)[1] if "?" in url.raw else ""
+    four = f"{url.scheme}:///{absolute}" + (f"?{query}" if query else "")
+    raise StoreError(
+        f"store URL {url.raw!r} names the relative path {url.location!r} (three slashes, then a path relative to "
+        f"the current directory), which does not exist; for {str(absolute)!r} write {four}"
+    )
+
+
 def open_store(url: str) -> BaseStore:
     """Open the store a URL names. Unknown schemes list the available ones."""
     parsed = parse_store_url(url)
+    check_relative_reading(parsed)
     factory = _BACKENDS.get(parsed.scheme)
     if factory is None:
         known = ", ".join(f"{scheme}:" for scheme in sorted(_BACKENDS))

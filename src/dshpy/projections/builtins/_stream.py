@@ -19,13 +19,24 @@ def is_count(value: Any) -> bool:
 
 
 def first_time(stream: Any) -> int | None:
-    """When the first stream record arrived (epoch ms), or ``None`` for an empty or unreadable stream."""
+    """When the provider's first stream record arrived (epoch ms), or ``None`` if it sent none.
+
+    A ``finish`` chunk is not from the provider when it closes a failed try: the
+    runtime writes it when the call fails, so a call that never connected (its stream
+    only that chunk) has no first token rather than one at the moment it failed.
+    """
     if not isinstance(stream, list) or not stream:
         return None
     record = stream[0]
     if not isinstance(record, dict):
         return None
-    time = record.get("time") if record.get("type") == "chunk" else record.get("time0")
+    if record.get("type") == "chunk":
+        chunk = record.get("chunk")
+        if isinstance(chunk, dict) and chunk.get("type") == "finish":
+            return None  # a stream that starts with its end carried no token
+        time = record.get("time")
+    else:
+        time = record.get("time0")
     return time if type(time) is int else None
 
 

@@ -13,6 +13,15 @@ The states (DESIGN.md §5, the seed's session lifecycle)::
   session to go on from it).
 * ``archived`` — put away: read-only, every append is refused.
 
+A turn whose ``turn/end`` reason is ``error`` — a model failure the agent's retries
+did not get past, or a turn the runtime could not finish — makes an ``active`` or
+``paused`` session ``failed`` by itself (the seed's "交互失败": the interaction
+failed), with the error's message as the reason; no record is written for it, so
+every reader of the log, CLI and server alike, agrees. An aborted, interrupted or
+cut (``max-tokens``) turn is not a failure. A new turn on a ``failed`` session makes it
+``active`` again — the user tried again, as dsh lets one do after an error, and as
+logs dsh wrote do — while ``completed`` starts no new turn (fork it to go on).
+
 A transition is recorded by appending ``plugin:dshpy/session-state`` with ``{state,
 reason?}`` (the write command :func:`~dshpy.projections.commands.set_lifecycle`);
 dshpy's plugin records are ``ignorable``, so dsh still reads the session. A session
@@ -21,8 +30,8 @@ also becomes ``active`` by itself at a
 state), so sessions written without these records read as one would expect.
 
 The state machine is enforced at append, by the runner's guard: a record asking for
-an illegal transition, a ``turn/start`` while the session is not ``created`` or
-``active``, archiving while a turn is open (its closers could then never be
+an illegal transition, a ``turn/start`` while the session is ``paused``,
+``completed`` or ``archived``, archiving while a turn is open (its closers could then never be
 written), and anything at all after ``archived`` raise
 :class:`~dshpy.errors.LifecycleError` (:class:`~dshpy.errors.SessionArchivedError`
 for the last) and commit nothing. The fold agrees with the guard: an event the guard
@@ -71,7 +80,8 @@ TRANSITIONS: Final[dict[SessionState, frozenset[SessionState]]] = {
 """Legal ``from → to`` moves. ``paused → completed | failed`` is read from the seed's
 ``active ⇄ paused → completed | failed``; staying in the same state is not a move."""
 
-_RUNNABLE: Final = frozenset({"created", "active"})
+_RUNNABLE: Final = frozenset({"created", "active", "failed"})
+"""States a ``turn/start`` may follow (``created`` and ``failed`` become ``active`` at it)."""
 
 
 class LifecycleState(ProjectionState):
@@ -143,7 +153,7 @@ def _refusal(state: LifecycleState, event: SessionEvent) -> LifecycleError | Non
                 seq=event.seq,
             )
     elif kind == "turn/start" and current not in _RUNNABLE:
-        hint = "resume it first" if current == "paused" else "fork it to continue"
+        hint = "resume it first" if current == "paused" else "fork it to continue"  # completed
         return LifecycleError(
             f"cannot start a turn at seq {event.seq}: the session is {current}; {hint}",
             state=current,
@@ -151,6 +161,16 @@ def _refusal(state: LifecycleState, event: SessionEvent) -> LifecycleError | Non
             seq=event.seq,
         )
     return None
+
+
+def _turn_failure(data: Any) -> str | None:
+    """The error message of a ``turn/end`` that ended in ``error`` (``None`` for every other ending)."""
+    reason = data.get("reason") if isinstance(data, dict) else None
+    if not isinstance(reason, dict) or reason.get("kind") != "error":
+        return None
+    error = reason.get("error")
+    message = error.get("message") if isinstance(error, dict) else None
+    return message if isinstance(message, str) and message else "the turn ended in an error"
 
 
 def check_lifecycle(state: LifecycleState, event: SessionEvent) -> None:
@@ -173,9 +193,12 @@ def apply_lifecycle(state: LifecycleState, event: SessionEvent) -> LifecycleStat
     if _refusal(state, event) is not None:  # what the guard refuses, the fold ignores
         return state
     if kind == "turn/end":
+        failure = _turn_failure(event.data)
+        if failure is not None and state.state in ("active", "paused"):
+            return LifecycleState(state="failed", reason=failure, since_seq=event.seq, since_time=event.time)
         return state.evolve(turn_open=False) if state.turn_open else state
     if kind == "turn/start":
-        if state.state == "created":
+        if state.state in ("created", "failed"):
             return LifecycleState(state="active", since_seq=event.seq, since_time=event.time, turn_open=True)
         return state.evolve(turn_open=True)
     parsed = _record(event.data)
@@ -189,7 +212,7 @@ def apply_lifecycle(state: LifecycleState, event: SessionEvent) -> LifecycleStat
 
 LIFECYCLE: ProjectionDefinition[LifecycleState] = ProjectionDefinition(
     key="lifecycle",
-    state_version=1,
+    state_version=2,
     state_schema=LifecycleState,
     init=LifecycleState,
     apply=apply_lifecycle,

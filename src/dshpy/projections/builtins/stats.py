@@ -6,6 +6,9 @@ Counts:
 * ``steps`` — ``step/start`` events;
 * ``model_calls`` / ``failed_model_calls`` — ``assistant/message`` / ``assistant/attempt``;
 * ``tool_calls`` — ``tool/call`` events (calls that started);
+* ``last_outcome`` — the ``reason.kind`` of the latest ``turn/end`` (``completed``,
+  ``error``, ``aborted``, ``interrupted``, ``max-tokens``, …), ``None`` before the
+  first turn ends and while a turn is open;
 * ``tool_results`` / ``tool_errors`` — appended ``tool/result`` events, and those whose
   message has ``isError: true`` (crash-repair results included: the call did fail).
   A replacing ``tool/result`` (pruning rewrites an old result) is not a new result.
@@ -24,7 +27,8 @@ because of clock skew count 0):
   of model calls, failed ones included.
 * ``ttft_ms`` over ``ttft_count`` calls — time to first token: request start → the
   first record of the call's stream. Calls with an empty stream have no first token
-  and are not counted. Mean TTFT is ``ttft_ms / ttft_count``; decode time is
+  and are not counted — nor are failed calls whose stream holds only the
+  runtime's closing ``finish`` (they never connected). Mean TTFT is ``ttft_ms / ttft_count``; decode time is
   ``model_ms - ttft_ms`` over the same calls.
 * ``tool_ms`` — each ``tool/call`` → the appended ``tool/result`` with its ``callId``.
   Calls still running are kept in ``pending_tools`` (callId → start time) and
@@ -59,6 +63,7 @@ class StatsState(ProjectionState):
     ttft_ms: int = 0
     ttft_count: int = 0
     tool_ms: int = 0
+    last_outcome: str | None = None
     request_start: int | None = None
     """Internal: start time of the model request in flight in the open step, if any."""
     pending_tools: dict[str, int] = Field(default_factory=dict)
@@ -140,11 +145,14 @@ def fold_stats(state: StatsState, events: Sequence[SessionEvent]) -> StatsState:
             values["request_start"] = event.time
         elif kind == "turn/start":
             values["turns"] += 1
+            values["last_outcome"] = None
         else:  # turn/end
-            if not pending and values["request_start"] is None:
-                continue
-            pending, own_pending = {}, True
-            values["request_start"] = None
+            reason = data.get("reason")
+            outcome = reason.get("kind") if isinstance(reason, dict) else None
+            values["last_outcome"] = outcome if isinstance(outcome, str) else None
+            if pending or values["request_start"] is not None:
+                pending, own_pending = {}, True
+                values["request_start"] = None
         changed = True
     if not changed:
         return state
@@ -158,7 +166,7 @@ def apply_stats(state: StatsState, event: SessionEvent) -> StatsState:
 
 STATS: ProjectionDefinition[StatsState] = ProjectionDefinition(
     key="stats",
-    state_version=1,
+    state_version=2,
     state_schema=StatsState,
     init=StatsState,
     apply=apply_stats,

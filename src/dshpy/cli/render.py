@@ -83,6 +83,14 @@ def clean(text: str) -> str:
     return _CONTROL.sub(_escape, text)
 
 
+_ID_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def shown_id(session_id: str) -> str:
+    """A session id on one line: dsh ids may hold tabs and newlines, shown as ``\\x09``-style escapes."""
+    return _ID_CONTROL.sub(_escape, session_id)
+
+
 def format_time(ms: int, *, precise: bool = False) -> str:
     """Local time of an epoch-ms stamp: ``2024-05-01 14:03`` (``…:07.123`` when ``precise``)."""
     try:
@@ -100,7 +108,7 @@ def format_time(ms: int, *, precise: bool = False) -> str:
 def sessions_table(rows: Sequence[SessionSummary]) -> Table:
     """The ``sessions list`` table: newest activity first, as the store lists them."""
     table = Table(box=None, header_style="bold", pad_edge=False, expand=False)
-    id_width = max((len(row.info.id) for row in rows), default=2)  # ids are never shortened
+    id_width = max((len(shown_id(row.info.id)) for row in rows), default=2)  # ids are never shortened
     table.add_column("id", no_wrap=True, style="cyan", min_width=id_width)
     table.add_column("created", no_wrap=True, min_width=16)
     table.add_column("cwd", overflow="ellipsis", no_wrap=True, max_width=32)
@@ -120,14 +128,14 @@ def sessions_table(rows: Sequence[SessionSummary]) -> Table:
         if info.stored_version < 4:  # an old dsh generation, read through its in-memory upgrade
             shown_state.append(f"{' ' if state else ''}(v{info.stored_version})", style="dim")
         table.add_row(
-            info.id,
+            shown_id(info.id),
             format_time(info.created_at),
             Text(clean(info.cwd or "")),
             str(row.turns),
             str(info.event_count),
             shown_state,
             label,
-            info.parent_session or "",
+            shown_id(info.parent_session or ""),
         )
     return table
 
@@ -294,7 +302,7 @@ def session_card(
         rows.append(("forks", ", ".join(stats["forks"])))
     if context is not None:
         rows.append(("context", context_text(context)))
-    parts: list[RenderableType] = [Text.assemble(("session ", "bold"), (info.id, "bold cyan"))]
+    parts: list[RenderableType] = [Text.assemble(("session ", "bold"), (shown_id(info.id), "bold cyan"))]
     parts.extend(Text.assemble((f"{label:<9}", "dim"), value) for label, value in rows)
     if stats["pendingRepair"]:
         parts.append(

@@ -28,6 +28,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from dshpy.log.formats.chain import EventRecord, FormatError, HeaderRecord, Migration, MigrationRefusedError
+from dshpy.log.formats.payload_semantics import check_payload_semantics
 from dshpy.log.formats.physical import decode_header, physical_header
 from dshpy.log.formats.references import ReferenceRules, remap_references
 from dshpy.log.formats.released import (
@@ -234,6 +235,8 @@ def _check_event(event: EventRecord) -> None:
     assert disposition is not None
     check_fields(data, disposition.required, disposition.optional, f"{kind} data")
     _check_content(event, data)
+    if kind != "assistant/attempt":
+        check_payload_semantics(event, 2)
     if kind in ("assistant/message", "assistant/attempt"):
         for coordinate in ("turn", "step"):
             if count(data[coordinate], coordinate) == 0:

@@ -118,6 +118,7 @@ def test_sessions_the_dsh_runtime_wrote_under_odd_ids_list_show_and_continue(tmp
 
     table = _cli(root, "sessions", "list")
     assert "tab\\x09here" in table.stdout and "two\\x0alines\\x0d" in table.stdout
+    assert "half \\ud83d emoji  " in table.stdout  # escaped before the column is sized
     shown = _cli(root, "sessions", "show", "tab\there")
     assert shown.returncode == 0, shown.stderr
     assert "session tab\\x09here" in shown.stdout and "Say hello." in shown.stdout

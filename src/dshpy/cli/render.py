@@ -83,11 +83,11 @@ def clean(text: str) -> str:
     return _CONTROL.sub(_escape, text)
 
 
-_ID_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_ID_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 
 
 def shown_id(session_id: str) -> str:
-    """A session id on one line: dsh ids may hold tabs and newlines, shown as ``\\x09``-style escapes."""
+    """A session id on one line and one column width: tabs, newlines and lone surrogates as ``\\x09``/``\\ud83d``."""
     return _ID_CONTROL.sub(_escape, session_id)
 
 
@@ -285,12 +285,13 @@ def session_card(
         rows.append(("cwd", Text(clean(header.cwd))))
     if header.parent_session:
         inherits = f"  (inherits {stats['inherited']} events)"
-        rows.append(("parent", Text.assemble(header.parent_session, (inherits, "dim"))))
+        rows.append(("parent", Text.assemble(shown_id(header.parent_session), (inherits, "dim"))))
     if header.origin:
         rows.append(("origin", f"{header.origin} (delegation depth {header.delegation_depth})"))
     if header.agent_preset:
         rows.append(("preset", Text(clean(header.agent_preset))))
-    rows.append(("format", f"v{header.version}"))
+    stored = f"  (stored as v{info.stored_version}, read through dsh's upgrade)" if info.stored_version < 4 else ""
+    rows.append(("format", Text.assemble(f"v{header.version}", (stored, "dim"))))
     rows.append(
         (
             "stats",

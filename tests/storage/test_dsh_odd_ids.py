@@ -11,6 +11,7 @@ are what dsh's own code produced for these ids (run under Node); the sessions un
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -20,6 +21,7 @@ import pytest
 
 import dshpy
 from dshpy.testing.builders import user_message
+from dshpy.testing.fake_model import FakeModelServer, Reply
 
 DSH_SEGMENTS = {
     "tab\there": "tab~0009here",
@@ -39,6 +41,7 @@ DSH_HEADER_IDS = {
 }
 """How dsh's ``JSON.stringify`` writes each id in the header line."""
 ODD_FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "dsh" / "odd_ids"
+_DSHPY = (sys.executable, "-m", "dshpy")
 WITH_SURROGATE = ("lone \ud800 x", "\udcff", "😀 half \ud83d")
 
 
@@ -122,6 +125,27 @@ def test_sessions_the_dsh_runtime_wrote_under_odd_ids_list_show_and_continue(tmp
     shown = _cli(root, "sessions", "show", "tab\there")
     assert shown.returncode == 0, shown.stderr
     assert "session tab\\x09here" in shown.stdout and "Say hello." in shown.stdout
+
+    with FakeModelServer(default=Reply.text("Hello again.")) as server:
+        env = {**os.environ, "DEEPSEEK_API_KEY": "test-key", "DEEPSEEK_BASE_URL": server.base_url}
+        ran = subprocess.run(
+            [
+                *_DSHPY,
+                "--store",
+                f"jsonl:///{root}?compression=none",
+                "run",
+                "Say hello again.",
+                "--session",
+                "two\nlines\r",
+            ],
+            check=False,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout == "Hello again.\n" and "session: two\\x0alines\\x0d" in ran.stderr
 
     store = dshpy.open_store(f"jsonl:///{root}?compression=none")
     session = store.open("half \ud83d emoji")

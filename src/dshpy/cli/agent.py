@@ -293,7 +293,7 @@ def _run(
         emit_json(_result_json(result))
     else:
         printer.end_line()
-        click.echo(f"session: {session.id}", err=True)
+        click.echo(f"session: {render.shown_id(session.id)}", err=True)
     if result.kind == "error":
         error = result.error or {}
         raise CliError(str(error.get("message", "the turn failed")))
@@ -508,4 +508,4 @@ def _chat(state: AppState, session_id: str | None, options: _Options, config: Mo
         finally:
             runner.run(client.close())
             repl.session.close()
-    click.echo(f"session: {repl.session.id}", err=True)
+    click.echo(f"session: {render.shown_id(repl.session.id)}", err=True)

@@ -59,6 +59,7 @@ def test_show_reads_an_old_session_and_writes_nothing(dsh_home: Path) -> None:
     before = sorted(str(p) for p in dsh_home.rglob("*"))
     shown = dshpy_cli("sessions", "show", PARENT)
     assert "MARMALADE" in shown.stdout
+    assert "v4  (stored as v0, read through dsh's upgrade)" in shown.stdout
     log = dshpy_cli("sessions", "log", "retry", "--json")
     assert "assistant/attempt" in log.stdout or "assistant/message" in log.stdout
     assert sorted(str(p) for p in dsh_home.rglob("*")) == before

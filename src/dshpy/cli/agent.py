@@ -318,7 +318,7 @@ def _run(
     store = state.open_store(create=True)
     tools = options.memory_tools(store)
     session = _open_session(state, store, session_id)
-    click.echo(f"session: {session.id}", err=True)  # first, so a killed run still named its session
+    click.echo(f"session: {render.shown_id(session.id)}", err=True)  # first, so a killed run still named its session
     printer = LivePrinter(reasoning=reasoning)
 
     async def turn() -> TurnResult:
@@ -569,4 +569,4 @@ def _chat(state: AppState, session_id: str | None, options: _Options, config: Mo
         finally:
             runner.run(client.close())
             repl.session.close()
-    click.echo(f"session: {repl.session.id}", err=True)
+    click.echo(f"session: {render.shown_id(repl.session.id)}", err=True)

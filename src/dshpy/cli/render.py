@@ -87,6 +87,14 @@ def clean(text: str) -> str:
     return _CONTROL.sub(_escape, text)
 
 
+_ID_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+
+
+def shown_id(session_id: str) -> str:
+    """A session id on one line and one column width: tabs, newlines and lone surrogates as ``\\x09``/``\\ud83d``."""
+    return _ID_CONTROL.sub(_escape, session_id)
+
+
 def format_time(ms: int, *, precise: bool = False) -> str:
     """Local time of an epoch-ms stamp: ``2024-05-01 14:03`` (``…:07.123`` when ``precise``)."""
     try:
@@ -129,7 +137,7 @@ def sessions_table(rows: Sequence[SessionSummary], width: int | None = None) -> 
     asked to squeeze, would squeeze whole columns away.
     """
     narrow = width is not None and width < NARROW_WIDTH
-    id_width = max((len(row.info.id) for row in rows), default=2)  # ids are never shortened
+    id_width = max((len(shown_id(row.info.id)) for row in rows), default=2)  # ids are never shortened
     states = [_state_cell(row) for row in rows]
     padding = (0, 1, 0, 0) if narrow else (0, 1)
     table = Table(box=None, header_style="bold", pad_edge=False, expand=False, padding=padding)
@@ -161,14 +169,14 @@ def sessions_table(rows: Sequence[SessionSummary], width: int | None = None) -> 
         else:  # a title from the first prompt is shown in italics, a real one upright
             label = Text(clean(row.title or ""), style="italic" if row.title_source == "prompt" else "")
         created = format_time(info.created_at)
-        cells: list[Text | str] = [info.id, _compact_time(created) if narrow else created]
+        cells: list[Text | str] = [shown_id(info.id), _compact_time(created) if narrow else created]
         cells.append(Text(_tail(clean(info.cwd or ""), cwd_width)))
         cells.append(str(row.turns))
         if not narrow:
             cells.append(str(info.event_count))
         cells.extend([shown_state, label])
         if not narrow:
-            cells.append(info.parent_session or "")
+            cells.append(shown_id(info.parent_session or ""))
         table.add_row(*cells)
     return table
 
@@ -340,12 +348,13 @@ def session_card(
         rows.append(("cwd", Text(clean(header.cwd))))
     if header.parent_session:
         inherits = f"  (inherits {stats['inherited']} events)"
-        rows.append(("parent", Text.assemble(header.parent_session, (inherits, "dim"))))
+        rows.append(("parent", Text.assemble(shown_id(header.parent_session), (inherits, "dim"))))
     if header.origin:
         rows.append(("origin", f"{header.origin} (delegation depth {header.delegation_depth})"))
     if header.agent_preset:
         rows.append(("preset", Text(clean(header.agent_preset))))
-    rows.append(("format", f"v{header.version}"))
+    stored = f"  (stored as v{info.stored_version}, read through dsh's upgrade)" if info.stored_version < 4 else ""
+    rows.append(("format", Text.assemble(f"v{header.version}", (stored, "dim"))))
     rows.append(
         (
             "stats",
@@ -358,7 +367,7 @@ def session_card(
         rows.append(("forks", ", ".join(stats["forks"])))
     if context is not None:
         rows.append(("context", context_text(context)))
-    parts: list[RenderableType] = [Text.assemble(("session ", "bold"), (info.id, "bold cyan"))]
+    parts: list[RenderableType] = [Text.assemble(("session ", "bold"), (shown_id(info.id), "bold cyan"))]
     parts.extend(Text.assemble((f"{label:<9}", "dim"), value) for label, value in rows)
     if stats["pendingRepair"]:
         parts.append(

@@ -159,7 +159,7 @@ class LlmRetryData(TypedDict):
     policyKey: NotRequired[str]
     mode: NotRequired[str]
     maxRetries: NotRequired[int]
-    delayMs: NotRequired[int]
+    delayMs: NotRequired[int | float]  # dsh writes the jittered delay unrounded (543.73…)
     failure: NotRequired[dict[str, Any]]
 
 

@@ -227,7 +227,7 @@ def retry_data(
     policy_key: str,
     retry: int,
     max_retries: int,
-    delay_ms: int,
+    delay_ms: int | float,
     failure: Mapping[str, Any],
     mode: str = "normal",
 ) -> dict[str, Any]:

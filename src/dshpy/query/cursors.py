@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import json
 from typing import Any
 
 import orjson
@@ -27,7 +28,11 @@ _PREFIX = "v1."
 
 def fingerprint(request: Any) -> str:
     """A short digest of a request's defining values (plain JSON), stable across processes."""
-    return hashlib.sha256(orjson.dumps(request, option=orjson.OPT_SORT_KEYS)).hexdigest()[:24]
+    try:
+        encoded = orjson.dumps(request, option=orjson.OPT_SORT_KEYS)
+    except TypeError:  # a lone surrogate (a dsh session id may hold one): escaped, as JSON.stringify does
+        encoded = json.dumps(request, sort_keys=True, separators=(",", ":")).encode()
+    return hashlib.sha256(encoded).hexdigest()[:24]
 
 
 def encode_cursor(kind: str, request: str, position: JsonValue) -> str:

@@ -32,7 +32,7 @@ from typing import Any, cast
 import orjson
 
 from dshpy.core.events import SessionEvent, decode_event, encode_event, is_seq
-from dshpy.core.ids import check_session_id, new_session_id
+from dshpy.core.ids import check_session_id, new_session_id, refuse_unencodable_id
 from dshpy.core.json import dumps, loads, thaw
 from dshpy.core.vocabulary import KNOWN_EVENT_TYPES, unknown_type_error
 from dshpy.errors import (
@@ -205,10 +205,21 @@ class BaseStore(StorageBackend):
     """Without :class:`~dshpy.storage.backend.SearchIndex`: deletes by this store object (a scan has no index
     to version, so the generation of its hits is that count)."""
 
+    text_column_ids: bool = False
+    """Whether this backend keeps session ids in UTF-8 text columns (SQLite, PostgreSQL), which cannot hold
+    a lone surrogate: such an id, valid for dsh and for the JSONL and memory stores, is refused by name."""
+
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         cls._capabilities = capabilities_of(cls)
         cls.zero_copy_fork = "zero_copy_forks" in cls._capabilities
+
+    def _check_id(self, session_id: object) -> str:
+        """:func:`~dshpy.core.ids.check_session_id`, plus what this backend's storage cannot hold."""
+        checked = check_session_id(session_id)
+        if self.text_column_ids:
+            refuse_unencodable_id(checked, type(self).__name__)
+        return checked
 
     @property
     def capabilities(self) -> frozenset[str]:
@@ -286,7 +297,7 @@ class BaseStore(StorageBackend):
     # -- reading ----------------------------------------------------------------------
 
     def exists(self, session_id: str) -> bool:
-        check_session_id(session_id)
+        self._check_id(session_id)
         try:
             self._header(session_id)
         except SessionNotFound:
@@ -295,7 +306,7 @@ class BaseStore(StorageBackend):
 
     def read(self, session_id: str, from_seq: int = 0) -> Iterator[SessionEvent]:
         """Stream the stored events with seq >= ``from_seq`` (inherited prefix included)."""
-        check_session_id(session_id)
+        self._check_id(session_id)
         check_from_seq(from_seq)
         DEFAULT_CHAIN.plan(self._header(session_id).version, session_id)
         return self._read_chain(session_id, from_seq)
@@ -306,7 +317,7 @@ class BaseStore(StorageBackend):
         Database backends filter in SQL, so counting turns or finding a title never decodes
         the rest of a long log. Unlike :meth:`read`, gaps between the returned seqs are expected.
         """
-        check_session_id(session_id)
+        self._check_id(session_id)
         check_from_seq(from_seq)
         DEFAULT_CHAIN.plan(self._header(session_id).version, session_id)
         return self._typed_chain(session_id, tuple(sorted(set(types))), from_seq, None)
@@ -349,7 +360,7 @@ class BaseStore(StorageBackend):
         every ``poll_interval`` seconds; with it, it wakes when a writer commits. The id and the
         session's existence are checked before the first event is asked for.
         """
-        check_session_id(session_id)
+        self._check_id(session_id)
         check_follow_args(from_seq, poll_interval)
         self._header(session_id)
         if "change_feed" in self._capabilities:
@@ -369,7 +380,7 @@ class BaseStore(StorageBackend):
         yield from readable(session_id, self._own_events(session_id, from_seq))
 
     def _load(self, session_id: str) -> tuple[SessionHeader, list[SessionEvent]]:
-        check_session_id(session_id)
+        self._check_id(session_id)
         header = self._header(session_id)
         DEFAULT_CHAIN.plan(header.version, session_id)
         return header, list(self._read_chain(session_id, 0))
@@ -383,7 +394,7 @@ class BaseStore(StorageBackend):
             raise CorruptSessionError(f'stored session "{header.id}" failed validation: {error}') from error
 
     def stat(self, session_id: str) -> SessionInfo:
-        check_session_id(session_id)
+        self._check_id(session_id)
         if "metadata_queries" in self._capabilities:
             info = cast(MetadataQueries, self)._session_info(session_id)
             if info is None:
@@ -435,7 +446,7 @@ class BaseStore(StorageBackend):
         With ``write_behind_ms`` the session flushes by itself that long after its
         first unflushed append (see :meth:`Session.set_write_behind`).
         """
-        sid = check_session_id(session_id) if session_id is not None else new_session_id()
+        sid = self._check_id(session_id) if session_id is not None else new_session_id()
         header = SessionHeader.new(
             sid, cwd=cwd, agent_preset=agent_preset, origin=origin, delegation_depth=delegation_depth
         )
@@ -445,7 +456,7 @@ class BaseStore(StorageBackend):
 
     def open(self, session_id: str, *, write_behind_ms: int | None = None) -> Session:
         """Open a live session; an interrupted turn is closed durably first (crash repair)."""
-        check_session_id(session_id)
+        self._check_id(session_id)
         self._header(session_id)
         writer = self._live_writer(session_id)  # taken before reading: a locking backend reads what it owns
         try:
@@ -522,7 +533,7 @@ class BaseStore(StorageBackend):
         far behind the log, are written back (fail-soft). Unknown keys raise
         :class:`~dshpy.errors.ProjectionError`.
         """
-        check_session_id(session_id)
+        self._check_id(session_id)
         definitions = self._definitions(keys, registry)
         header = self._header(session_id)
         DEFAULT_CHAIN.plan(header.version, session_id)
@@ -665,8 +676,8 @@ class BaseStore(StorageBackend):
         Only the parent's events from the last turn boundary before ``boundary`` are
         read, so on a zero-copy backend the cost does not depend on the prefix length.
         """
-        check_session_id(session_id)
-        cid = check_session_id(child_id) if child_id is not None else new_session_id()
+        self._check_id(session_id)
+        cid = self._check_id(child_id) if child_id is not None else new_session_id()
         if self.exists(cid):
             raise ForkError("SESSION_ALREADY_EXISTS", f'session "{cid}" already exists')
         if not self.exists(session_id):
@@ -720,7 +731,7 @@ class BaseStore(StorageBackend):
         """A page of ranked hits for ``query``, from the backend's index or, without one, a scan of the logs."""
         if "search_index" in self._capabilities:
             return cast(SearchIndex, self)._search_text(query)
-        ids = self._ids() if query.sessions is None else [check_session_id(sid) for sid in query.sessions]
+        ids = self._ids() if query.sessions is None else [self._check_id(sid) for sid in query.sessions]
         return scan_search(query, ids, self._header, self.read, self._scan_generation)
 
     def rebuild_search_index(self) -> SearchIndexStatus:
@@ -745,7 +756,7 @@ class BaseStore(StorageBackend):
     def delete(self, session_id: str, *, detach_forks: bool = False) -> None:
         """Delete a session. Refused while zero-copy forks read its prefix, unless ``detach_forks``,
         and while a live handle holds it (:class:`~dshpy.errors.SessionBusyError`)."""
-        check_session_id(session_id)
+        self._check_id(session_id)
         self._header(session_id)
         children = self._shared_with(session_id)
         if children and not detach_forks:
@@ -795,6 +806,9 @@ class BaseStore(StorageBackend):
         version = raw_header.get("version")
         DEFAULT_CHAIN.plan(version if type(version) is int else -1)
         header = SessionHeader.from_record(raw_header)
+        for named in (header.id if session_id is None else None, header.parent_session):
+            if named is not None:
+                self._check_id(named)
         try:
             events = [decode_event(raw) for raw in raw_events]
         except DshError as error:
@@ -803,7 +817,7 @@ class BaseStore(StorageBackend):
             raise CorruptSessionError("export digest mismatch: the events were altered or truncated")
         if session_id is not None:
             header = SessionHeader(
-                id=check_session_id(session_id),
+                id=self._check_id(session_id),
                 created_at=header.created_at,
                 cwd=header.cwd,
                 parent_session=header.parent_session,

@@ -224,6 +224,8 @@ class PostgresStore(
     other query option goes to libpq. The schema is created or migrated on first use.
     """
 
+    text_column_ids = True
+
     follow_resync_s = 5.0
     """A follower re-reads at least this often even without a notification (one lost
     NOTIFY, e.g. across a reconnect, only delays events, never loses them)."""

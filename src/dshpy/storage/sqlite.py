@@ -252,6 +252,8 @@ def _writable(path: Path) -> bool:
 class SqliteStore(BaseStore, ZeroCopyForks, MetadataQueries, ProjectionCache, IndexedReads, SearchIndex, WriterLeases):
     """Sessions in one SQLite file (WAL, ``synchronous=FULL``, STRICT tables, a CRC-32 on every row, an FTS5 index)."""
 
+    text_column_ids = True
+
     def __init__(self, path: str | os.PathLike[str], *, busy_timeout_ms: int = 10_000) -> None:
         self.path = Path(path)
         self.url = f"sqlite:///{self.path}"

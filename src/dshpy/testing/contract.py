@@ -46,10 +46,21 @@ from dshpy.testing.search_contract import SearchContract
 
 __all__ = ["StoreContract"]
 
-BAD_IDS = ["", ".", "..", "../etc", "a/../b", "a\\..", "/abs", "C:\\x", "x" * 129, "tab\tid", "id\x00"]
-"""Ids no store may accept: directory names, path climbs, absolute paths, control characters, too long."""
+BAD_IDS = ["", ".", "..", "../etc", "a/../b", "a\\..", "/abs", "C:\\x", "x" * 129, "id\x00"]
+"""Ids no store may accept: empty, directory names, path climbs, absolute paths, NUL, too long."""
 
-DSH_IDS = ["my session", "team/alpha/run 2", "a\\b", "séance", "会话 1", "emoji 🙂", "~0041", " lead"]
+DSH_IDS = [
+    "my session",
+    "team/alpha/run 2",
+    "a\\b",
+    "séance",
+    "会话 1",
+    "emoji 🙂",
+    "~0041",
+    " lead",
+    "tab\tid",
+    "two\nlines",
+]
 """Ids dsh writes (it escapes any string on disk); every store reads and writes them (issue #16)."""
 
 

@@ -6,10 +6,8 @@ not know could silently drop or misplace a reference. The tables are dsh 0.2.1's
 frozen ones (``RELEASED_V0_EVENT_DISPOSITIONS`` and its v2 successor); the messages
 are dsh's, so a refusal reads the same whichever harness reports it.
 
-Only the members of each payload are checked here; the nested semantics of every
-payload (dsh's ``assertReleasedPayloadSemantics``) are left to the checks the
-upgraded v4 log goes through when a :class:`~dshpy.log.session.Session` is built
-from it.
+The members of each payload are checked here, what they hold (dsh's
+``assertReleasedPayloadSemantics``) in :mod:`dshpy.log.formats.payload_semantics`.
 """
 
 from __future__ import annotations
@@ -178,8 +176,12 @@ RELEASED_V2_EVENT_DISPOSITIONS: dict[str, Disposition] = {
 """The released-v2 inventory: chunks folded into attempts, the fork marker may say ``inherited``."""
 
 
-def check_payload(event: dict[str, Any], version: int) -> None:
-    """A v0/v1 event's payload has exactly its released members (dsh's ``assertReleasedEventPayload``)."""
+def check_payload(event: dict[str, Any], version: int) -> bool:
+    """A v0/v1 event's payload has exactly its released members (dsh's ``assertReleasedEventPayload``).
+
+    ``False``: the payload is one dsh carries without looking inside (a v1 subagent
+    descriptor of another version), so its nested semantics are not checked either.
+    """
     kind = event["type"]
     seq = event["seq"]
     disposition = RELEASED_V0_EVENT_DISPOSITIONS.get(kind)
@@ -193,11 +195,12 @@ def check_payload(event: dict[str, Any], version: int) -> None:
         descriptor_version = count(data.get("version"), f"{kind} {seq} version")
         if version == 0:
             raise MigrationRefusedError(f"{kind} {seq} uses unsupported descriptor version {descriptor_version}")
-        return
+        return False
     optional = disposition.optional
     if version == 1 and kind == "session-log-deepseek/delivery-accepted":
         optional = (*optional, "sessionFormatVersion")
     check_member_keys(data, disposition.required, optional, f"{kind} {seq} data")
+    return True
 
 
 def check_header_fields(record: dict[str, Any], label: str) -> None:

@@ -26,8 +26,9 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from dshpy.log.formats.chain import EventRecord, FormatError, HeaderRecord, Migration, MigrationRefusedError
+from dshpy.log.formats.payload_semantics import check_released_payload
 from dshpy.log.formats.physical import decode_header, is_packed, physical_header
-from dshpy.log.formats.released import check_member_keys, check_payload, count, is_object, js, object_of
+from dshpy.log.formats.released import check_member_keys, count, is_object, js, object_of
 
 __all__ = ["V0_TO_V1"]
 
@@ -79,7 +80,7 @@ def _normalize(event: EventRecord, session_id: str, state: _State) -> EventRecor
     message = _compaction(message, session_id, state)
     message = _message(message, session_id, state.message_ids)
     if message["type"] != "assistant/chunk":
-        check_payload(message, 0)
+        check_released_payload(message, 0)
     message_id = _message_id(message)
     if message_id is not None:
         state.message_ids[message["seq"]] = message_id

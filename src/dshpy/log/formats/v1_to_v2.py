@@ -27,8 +27,9 @@ from typing import Any
 
 from dshpy.log.formats.attempt_stream import AttemptStream, ChunkAccumulator
 from dshpy.log.formats.chain import EventRecord, HeaderRecord, Migration, MigrationRefusedError
+from dshpy.log.formats.payload_semantics import check_released_payload
 from dshpy.log.formats.physical import decode_header, is_packed, packed_run_span, physical_header
-from dshpy.log.formats.released import RELEASED_V0_EVENT_DISPOSITIONS, check_payload, count, is_object, js
+from dshpy.log.formats.released import RELEASED_V0_EVENT_DISPOSITIONS, count, is_object, js
 
 __all__ = ["V1_TO_V2"]
 
@@ -222,7 +223,7 @@ class _Stage:
         kind = event["type"]
         seq = event["seq"]
         if self.decoded and kind != "assistant/chunk" and kind in RELEASED_V0_EVENT_DISPOSITIONS:
-            check_payload(event, 1)
+            check_released_payload(event, 1)
         if kind == "assistant/chunk":
             _check_chunk_envelope(event)
         if kind not in RELEASED_V0_EVENT_DISPOSITIONS:

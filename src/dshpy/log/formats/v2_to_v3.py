@@ -28,6 +28,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from dshpy.log.formats.chain import EventRecord, FormatError, HeaderRecord, Migration, MigrationRefusedError
+from dshpy.log.formats.payload_semantics import check_payload_semantics
 from dshpy.log.formats.physical import decode_header, physical_header
 from dshpy.log.formats.references import ReferenceRules, remap_references
 from dshpy.log.formats.released import (
@@ -230,10 +231,13 @@ def _check_event(event: EventRecord) -> None:
             raise FormatError(f"{kind} requires surfaceOp")
     data = object_of(event["data"], f"{kind} data", suffix=" must be an object")
     if feedback:
+        _check_feedback(kind, data)
         return
     assert disposition is not None
     check_fields(data, disposition.required, disposition.optional, f"{kind} data")
     _check_content(event, data)
+    if kind != "assistant/attempt":
+        check_payload_semantics(event, 2)
     if kind in ("assistant/message", "assistant/attempt"):
         for coordinate in ("turn", "step"):
             if count(data[coordinate], coordinate) == 0:
@@ -252,6 +256,29 @@ def _check_event(event: EventRecord) -> None:
     if kind in ("agent/inbox/spliced", "session/title-llm-request"):
         for message in data["inserted" if kind == "agent/inbox/spliced" else "messages"]:
             _check_source(message)
+
+
+def _check_feedback(kind: str, data: dict[str, Any]) -> None:
+    """A message-feedback record (dsh's ``assertFeedback``): who rated which message how, and when."""
+    put = kind == "feedback/message-put"
+    check_fields(data, ("sessionId", "item") if put else ("sessionId", "messageId"), (), kind)
+    if not isinstance(data["sessionId"], str):
+        raise FormatError("feedback sessionId must be a string")
+    if not put:
+        if not isinstance(data["messageId"], str):
+            raise FormatError("feedback messageId must be a string")
+        return
+    item = object_of(data["item"], "feedback item", suffix=" must be an object")
+    check_fields(item, ("messageId", "rating", "version", "createdAt", "updatedAt"), ("note",), "feedback item")
+    for key in ("messageId", "version"):
+        if not isinstance(item[key], str):
+            raise FormatError(f"feedback {key} must be a string")
+    if item["rating"] not in ("positive", "negative"):
+        raise FormatError("invalid feedback rating")
+    if "note" in item and not isinstance(item["note"], str):
+        raise FormatError("feedback note must be a string")
+    count(item["createdAt"], "feedback createdAt")
+    count(item["updatedAt"], "feedback updatedAt")
 
 
 def _check_surface(event: EventRecord) -> None:

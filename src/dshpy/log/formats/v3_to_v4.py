@@ -32,6 +32,7 @@ from dshpy.log.formats.children import ChildSource, catalog_fact, check_catalog_
 from dshpy.log.formats.physical import decode_header, physical_header
 from dshpy.log.formats.references import ReferenceRules, remap_references
 from dshpy.log.formats.released import count, is_object, js
+from dshpy.log.formats.v3_events import V3Reader, check_v3_row
 
 __all__ = ["RELEASED_V3_EVENT_TYPES", "v3_to_v4"]
 
@@ -374,8 +375,15 @@ class _Stage:
         self.time: Any = source["createdAt"]
         self.foreign_delivery: int | None = None
         self.out: list[EventRecord] = []
+        self.reader = V3Reader()
 
     def event(self, event: EventRecord) -> None:
+        try:
+            check_v3_row(event)
+        except FormatError as error:  # dsh's reader refuses these rows at once, in its own words
+            raise MigrationRefusedError(str(error)) from error
+        if not self.reader.admit(event):
+            return
         if event["seq"] != len(self.mapping):
             raise FormatError("V3 source events must be dense")
         interrupted = self.restart(event)
@@ -459,6 +467,8 @@ class _Stage:
         return interrupted
 
     def finish(self) -> None:
+        if self.reader.issue is not None and self.header["isSeeded"] and self.source_cut is None:
+            raise FormatError("format v3 seeded Session lacks an accepted inherited end-seed marker")
         count(self.cut, "V3 inherited event count")
         source_cut = count(self.source_cut, "V3 source inherited event count")
         existing: dict[str, dict[str, Any]] = {}

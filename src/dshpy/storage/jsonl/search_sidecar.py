@@ -30,12 +30,14 @@ import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 from dshpy.core.events import SessionEvent
 from dshpy.errors import CorruptSessionError, FormatVersionError, SessionNotFound
 from dshpy.log.header import SessionHeader
 from dshpy.storage.base import column_text, events_digest
+from dshpy.storage.jsonl.index_keys import id_of_key, index_key, optional_key
 from dshpy.storage.projection_cache import session_identity
 from dshpy.storage.search_records import SearchIndexStatus, TextHits, TextQuery
 from dshpy.storage.sqlite_errors import store_error
@@ -190,13 +192,13 @@ class SearchSidecar:
         with self._transaction("reading the search index", write=False) as db:
             known = {row[0]: row[1] for row in db.execute("SELECT id, revision FROM sessions")}
         for session_id, revision in current:
-            if known.get(session_id) != revision:
+            if known.get(index_key(session_id)) != revision:
                 self._sync_session(session_id, revision)
-        gone = set(known) - {session_id for session_id, _ in current}
-        for session_id in sorted(gone):
-            with self._transaction(f'dropping session "{session_id}" from the search index', write=True) as db:
-                drop_session_docs(db, session_id)
-                db.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
+        gone = set(known) - {index_key(session_id) for session_id, _ in current}
+        for key in sorted(gone):
+            with self._transaction(f'dropping session "{id_of_key(key)}" from the search index', write=True) as db:
+                drop_session_docs(db, key)
+                db.execute("DELETE FROM sessions WHERE id = ?", (key,))
 
     def _sync_session(self, session_id: str, revision: str) -> None:
         try:
@@ -207,9 +209,10 @@ class SearchSidecar:
             log.warning("not indexing session %s: %s", session_id, error)
             return
         identity = session_identity(header)
+        key = index_key(session_id)
         with self._transaction(f'indexing session "{session_id}"', write=True) as db:
             row = db.execute(
-                "SELECT identity, revision, next_seq, last_digest FROM sessions WHERE id = ?", (session_id,)
+                "SELECT identity, revision, next_seq, last_digest FROM sessions WHERE id = ?", (key,)
             ).fetchone()
             start = 0
             if row is not None:
@@ -219,14 +222,14 @@ class SearchSidecar:
                 if known_identity == identity and indexed <= len(events) and digest == _digest(events, indexed):
                     start = indexed
                 else:  # another session under this id, or the indexed tail is not the log's any more
-                    drop_session_docs(db, session_id)
+                    drop_session_docs(db, key)
             cwd = None if header.cwd is None else column_text(header.cwd)
             db.execute(
                 _UPSERT,
                 (
-                    session_id,
+                    key,
                     cwd,
-                    header.parent_session,
+                    optional_key(header.parent_session),
                     header.created_at,
                     identity,
                     revision,
@@ -234,7 +237,7 @@ class SearchSidecar:
                     _digest(events, len(events)),
                 ),
             )
-            add_docs(db, session_id, doc_rows(session_id, events[start:]))
+            add_docs(db, key, doc_rows(key, events[start:]))
 
     # -- answering ----------------------------------------------------------------------
 
@@ -243,8 +246,15 @@ class SearchSidecar:
         if not self._root.is_dir():
             return TextHits([], 0)
         self.sync()
+        keyed = replace(
+            query,
+            sessions=None if query.sessions is None else tuple(map(index_key, query.sessions)),
+            exclude_sessions=tuple(map(index_key, query.exclude_sessions)),
+            parents=None if query.parents is None else tuple(map(optional_key, query.parents)),
+        )
         with self._transaction("searching", write=False) as db:
-            return TextHits(search(db, query) if query.expr.groups else [], generation(db))
+            hits = search(db, keyed) if query.expr.groups else []
+            return TextHits([replace(hit, session_id=id_of_key(hit.session_id)) for hit in hits], generation(db))
 
     def rebuild(self) -> SearchIndexStatus:
         """Forget everything indexed and index every log again."""
@@ -259,7 +269,7 @@ class SearchSidecar:
         """What the sidecar holds, and how many sessions it has yet to catch up with (nothing is indexed here)."""
         if not self._root.is_dir():
             return SearchIndexStatus("jsonl-fts5-sidecar", 0, 0, 0, str(self.path))
-        current = dict(self._listing())
+        current = {index_key(session_id): revision for session_id, revision in self._listing()}
         with self._transaction("reading the search index", write=False) as db:
             known = {row[0]: row[1] for row in db.execute("SELECT id, revision FROM sessions")}
             pending = sum(1 for sid, rev in current.items() if known.get(sid) != rev) + len(set(known) - set(current))

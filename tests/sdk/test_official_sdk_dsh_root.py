@@ -40,6 +40,8 @@ def test_patched_root_is_served_and_old_sessions_continue_in_v4(
     patch = tmp_path / "root.patch.yml"
     patch.write_text(f'- id: session-persistence-jsonl\n  config:\n    root: "{root}"\n    compression: zstd\n')
     home = tmp_path / "dsh-home"
+    # the fixture sessions were recorded in this working directory, and the runtime is started in it
+    Path("/tmp/dshpy-old-fixtures/workspace").mkdir(parents=True, exist_ok=True)
     with FakeModelServer([Reply.text("MARMALADE, still."), Reply.text("hello")]) as model:
         options = {
             "dsh_bin": _runtime(),

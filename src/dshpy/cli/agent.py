@@ -38,7 +38,7 @@ import contextlib
 import os
 import signal
 from collections.abc import Callable, Coroutine, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 import click
@@ -93,7 +93,7 @@ class _Options:
     context_window: int | None = None
     auto_compact: bool | None = None
     """The ``--context-window`` and ``--auto-compact/--no-auto-compact`` flags (``None``: the config file's)."""
-    tooling: ToolFlags = ToolFlags()
+    tooling: ToolFlags = field(default_factory=ToolFlags)
     """``--tools``, ``--permissions``, ``--approval``, ``--allow-unsandboxed-shell``."""
 
     def agent_tools(self, store: SessionStore) -> tuple[list[Tool], Permissions | None]:

@@ -1,9 +1,10 @@
 """``bash``: one command in a fresh ``bash -c``, confined by the session's sandbox, timed and capped.
 
 **Sandbox.** Under ``read-only`` and ``workspace-write`` the command runs inside
-bubblewrap (``bwrap``): the whole filesystem is mounted read-only, and under
-``workspace-write`` the workspace and ``/tmp`` are mounted writable again, so a
-write elsewhere fails with ``Read-only file system``. Without ``bwrap`` on ``PATH``
+bubblewrap (``bwrap``): the whole filesystem is mounted read-only with a private,
+empty ``/tmp``, and under ``workspace-write`` the workspace is mounted writable
+again, so a write elsewhere fails (``Read-only file system``, or no such directory
+under the host's ``/tmp``, which the command does not see). Without ``bwrap`` on ``PATH``
 such a command is refused — never run unconfined behind the user's back — unless
 the user opted out (``Permissions.unsandboxed_shell``); under ``ask`` the model may
 retry with ``sandbox_permissions: danger-full-access``, which asks the user.
@@ -79,12 +80,18 @@ class CappedOutput:
 
 
 def bwrap_argv(bwrap: str, mode: str, workspace: str, workdir: str) -> list[str]:
-    """The bubblewrap prefix confining a command to ``mode``: all read-only, then writable binds."""
-    argv = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid", "--die-with-parent"]
-    if mode == "workspace-write":
-        for writable in ("/tmp", workspace):
-            if os.path.isdir(writable):
-                argv += ["--bind", writable, writable]
+    """The bubblewrap prefix confining a command to ``mode``.
+
+    Everything is mounted read-only, ``/tmp`` is a fresh private tmpfs (scratch space
+    that never reaches the host's ``/tmp``), then the workspace is mounted again —
+    writable under ``workspace-write`` — and so is a working directory outside it
+    (read-only), so both stay visible even when they live under ``/tmp``.
+    """
+    argv = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+    argv += ["--unshare-pid", "--die-with-parent"]
+    argv += ["--bind" if mode == "workspace-write" else "--ro-bind", workspace, workspace]
+    if os.path.commonpath([workdir, workspace]) != workspace:
+        argv += ["--ro-bind", workdir, workdir]
     return [*argv, "--chdir", workdir, "--"]
 
 
@@ -96,6 +103,25 @@ async def _pump(stream: asyncio.StreamReader, sink: CappedOutput) -> None:
 def _kill_group(process: asyncio.subprocess.Process) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signal.SIGKILL)
+
+
+async def _exited(process: asyncio.subprocess.Process, seconds: float) -> bool:
+    """Whether the shell exits within ``seconds``.
+
+    Polls ``returncode`` (set when the process exits) rather than awaiting
+    ``wait()``, which also waits for the pipes to close: a background child holding
+    them would otherwise keep the call waiting as long as it lives.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    pause = 0.001
+    while process.returncode is None:
+        left = deadline - loop.time()
+        if left <= 0:
+            return False
+        await asyncio.sleep(min(pause, left))
+        pause = min(pause * 2, 0.05)
+    return True
 
 
 def _render(stdout: str, stderr: str, markers: list[str]) -> str:
@@ -203,17 +229,15 @@ async def _run(argv: list[str], cwd: str, timeout_ms: int, max_output: int, mode
     readers = asyncio.gather(_pump(process.stdout, out), _pump(process.stderr, err))
     timed_out = False
     try:
-        try:
-            await asyncio.wait_for(process.wait(), timeout_ms / 1000)
-        except TimeoutError:
-            timed_out = True
+        timed_out = not await _exited(process, timeout_ms / 1000)
+        if timed_out:
             _kill_group(process)
-            await process.wait()
         try:
             await asyncio.wait_for(asyncio.shield(readers), _DRAIN_SECONDS)
         except TimeoutError:  # a background child still holds the output open
             _kill_group(process)
             await asyncio.wait_for(asyncio.shield(readers), _DRAIN_SECONDS)
+        await process.wait()
     except BaseException:
         _kill_group(process)
         readers.cancel()

@@ -21,8 +21,8 @@ def _bwrap_works() -> bool:
         return False
     import subprocess
 
-    probe = subprocess.run([BWRAP, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid", "true"])
-    return probe.returncode == 0
+    argv = [BWRAP, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid", "true"]
+    return subprocess.run(argv, check=False, capture_output=True).returncode == 0
 
 
 needs_bwrap = pytest.mark.skipif(not _bwrap_works(), reason="bubblewrap is not installed or cannot run here")

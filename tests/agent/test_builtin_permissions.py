@@ -183,7 +183,9 @@ def test_escalation_needs_a_justification_and_a_wider_mode(root):
     name, args = escalated_write(target)
     args.pop("justification")
     narrow = {"file_path": "a.txt", "content": "x", "sandbox_permissions": "workspace-write", "justification": "j"}
-    run = Run(root, Permissions("workspace-write"), [(name, args), ("write", narrow)], approver=lambda r: "allowed-once")
+    run = Run(
+        root, Permissions("workspace-write"), [(name, args), ("write", narrow)], approver=lambda r: "allowed-once"
+    )
     shown = run.shown_to_model()
     assert "needs a justification" in shown[0] and "is not wider than the current workspace-write mode" in shown[1]
     assert not run.of("approval/asked") and not target.exists()
@@ -205,7 +207,7 @@ def test_preset_from_dshs_environment_variable():
     danger = Permissions.resolve(env={PERMISSION_ENV: "danger-full-access"})
     assert (danger.preset, danger.policy) == ("danger-full-access", "never")
     assert Permissions.resolve("read-only", env={PERMISSION_ENV: "danger-full-access"}).preset == "read-only"
-    with pytest.raises(PermissionConfigError, match="DSH_PERMISSION_MODE.*'full'.*read-only, workspace-write"):
+    with pytest.raises(PermissionConfigError, match=r"DSH_PERMISSION_MODE.*'full'.*read-only, workspace-write"):
         Permissions.resolve(env={PERMISSION_ENV: "full"})
-    with pytest.raises(PermissionConfigError, match="approval policy.*'auto'.*ask, never"):
+    with pytest.raises(PermissionConfigError, match=r"approval policy.*'auto'.*ask, never"):
         Permissions.resolve(approval="auto", env={})

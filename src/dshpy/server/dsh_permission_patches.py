@@ -6,13 +6,15 @@ dsh configures permissions with two profile rows (its ``dsh-base`` bundle):
 {policy}``: ``ask`` or ``never``). An SDK user who patches either gets the same
 preset and policy from dshpy-runtime. As with every patch, the last entry for a
 row wins and replaces its ``config`` whole; a value dsh would not accept is refused
-with the file named.
+with the file named. A patched sandbox mode leaves the approval policy where dsh
+leaves it: its ``approval`` row derives the policy from ``$DSH_PERMISSION_MODE``
+(``never`` only for ``danger-full-access``), not from the patched mode.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,7 +49,9 @@ def _value(config: Any, key: str, choices: tuple[str, ...], row: str, path: Path
     return str(value)
 
 
-def permissions_from_patches(paths: Iterable[str | os.PathLike[str]]) -> PatchedPermissions:
+def permissions_from_patches(
+    paths: Iterable[str | os.PathLike[str]], env: Mapping[str, str] | None = None
+) -> PatchedPermissions:
     """The ``sandbox-policy`` mode and ``approval`` policy the patches give (applied in order)."""
     preset: str | None = None
     approval: str | None = None
@@ -61,4 +65,7 @@ def permissions_from_patches(paths: Iterable[str | os.PathLike[str]]) -> Patched
                 preset = _value(entry["config"], "mode", _MODES, row, path)
             else:
                 approval = _value(entry["config"], "policy", _POLICIES, row, path)
+    if preset is not None and approval is None:  # dsh's approval row: from the variable, not the patched mode
+        variable = (os.environ if env is None else env).get("DSH_PERMISSION_MODE") or "workspace-write"
+        approval = "never" if variable.strip() == "danger-full-access" else "ask"
     return PatchedPermissions(preset, approval)

@@ -151,3 +151,12 @@ def test_bad_arguments_are_named(bench):
     assert outcome.error["code"] == "INVALID_TOOL_INPUT" and "content" in text(outcome)
     unknown = bench.call("read", file_path="a.txt", run_in_background=True)
     assert unknown.error["code"] == "INVALID_TOOL_INPUT" and "run_in_background" in text(unknown)
+
+
+def test_the_workspace_follows_the_sessions_working_directory(bench):
+    (bench.root / "inner").mkdir()
+    assert not bench.call("write", file_path="inner/a.txt", content="1").is_error
+    bench.session.append("working-directory/change", {"cwd": str(bench.root / "inner")})
+    assert "1: 1" in text(bench.call("read", file_path="a.txt"))  # relative to the new directory
+    refused = bench.call("write", file_path="../b.txt", content="2")  # the old root is now outside
+    assert refused.error["code"] == "FS_SANDBOX_DENIED" and not (bench.root / "b.txt").exists()

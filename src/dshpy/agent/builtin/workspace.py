@@ -17,9 +17,10 @@ that retry — asked through the approver, logged as ``approval/asked`` /
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from dshpy.core.events import SessionEvent
 from dshpy.log.session import Session
 
 from ..permissions import Approver, Permissions, denial_reason, request_approval
@@ -28,14 +29,20 @@ from ..tools import ToolContext, ToolOutput
 __all__ = ["Grant", "Workspace", "current_cwd", "fs_error"]
 
 
-def current_cwd(session: Session) -> str | None:
-    """The session's working directory: its last ``working-directory/change``, else its header's ``cwd``."""
-    for event in reversed(session.events):
-        if event.type == "working-directory/change" and isinstance(event.data, dict):
+def _changed_cwd(events: Sequence[SessionEvent], start: int) -> str | None:
+    """The last ``working-directory/change`` at or after ``start``, if any."""
+    for seq in range(len(events) - 1, start - 1, -1):
+        event = events[seq]
+        if event.type == "working-directory/change" and isinstance(event.data, Mapping):
             cwd = event.data.get("cwd")
             if isinstance(cwd, str):
                 return cwd
-    return session.header.cwd
+    return None
+
+
+def current_cwd(session: Session) -> str | None:
+    """The session's working directory: its last ``working-directory/change``, else its header's ``cwd``."""
+    return _changed_cwd(session.events, 0) or session.header.cwd
 
 
 def fs_error(text: str, code: str, name: str = "FsError") -> ToolOutput:
@@ -79,13 +86,24 @@ class Workspace:
         self.approver = approver
         self._root = os.fspath(root) if root is not None else None
         self._getcwd = getcwd
+        self._seen: dict[str, tuple[int, str | None]] = {}
+        """Per session id: how many events were scanned, and the last changed cwd among them (logs only grow)."""
+
+    def _session_cwd(self, session: Session) -> str | None:
+        events = session.events
+        scanned, found = self._seen.get(session.id, (0, None))
+        if scanned > len(events):  # not the log we scanned (a store replaced it): start over
+            scanned, found = 0, None
+        found = _changed_cwd(events, scanned) or found
+        self._seen[session.id] = (len(events), found)
+        return found or session.header.cwd
 
     def cwd(self, context: ToolContext | None) -> str:
         """The working directory for a call: the fixed root, else the session's, else the process's."""
         if self._root is not None:
             return os.path.abspath(self._root)
         session = context.session if context is not None else None
-        found = current_cwd(session) if isinstance(session, Session) else None
+        found = self._session_cwd(session) if isinstance(session, Session) else None
         return os.path.abspath(found or self._getcwd())
 
     def resolve(self, context: ToolContext | None, path: str) -> str:

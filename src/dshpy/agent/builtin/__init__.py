@@ -23,6 +23,8 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
+from dshpy.errors import ConfigError
+
 from ..permissions import Approver, Permissions
 from ..tools import Tool
 from .files import file_tools
@@ -50,7 +52,7 @@ TOOL_SETS: dict[str, tuple[str, ...]] = {
 }
 
 
-class ToolSetError(ValueError):
+class ToolSetError(ConfigError):
     """A tool set that names no known set or tool."""
 
 

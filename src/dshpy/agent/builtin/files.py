@@ -35,10 +35,6 @@ _SNIFF = 8192
 Mode = Literal["workspace-write", "danger-full-access"]
 
 
-class _NotText(Exception):
-    pass
-
-
 @dataclass
 class _Window:
     offset: int
@@ -47,19 +43,20 @@ class _Window:
     capped: bool = False
 
 
-def _read_window(path: str, offset: int, limit: int) -> _Window:
+def _read_window(path: str, offset: int, limit: int) -> _Window | None:
+    """The lines ``offset``.. (at most ``limit``, within the byte cap) and the total; ``None``: not UTF-8 text."""
     window = _Window(offset)
     used = 0
     with open(path, "rb") as handle:
         if b"\0" in handle.read(_SNIFF):
-            raise _NotText
+            return None
         handle.seek(0)
         for raw in handle:
             window.total += 1
             try:
                 text = raw.decode("utf-8")
             except UnicodeDecodeError:
-                raise _NotText from None
+                return None
             if window.total < offset or window.capped or len(window.lines) >= limit:
                 continue
             text = text.removesuffix("\n").removesuffix("\r")
@@ -97,15 +94,16 @@ def _missing(tool: str, path: str) -> ToolOutput | None:
     return None
 
 
-def _read_text(path: str) -> str:
+def _read_text(path: str) -> str | None:
+    """The whole file as text; ``None`` when it is not UTF-8 text."""
     with open(path, "rb") as handle:
         data = handle.read()
     if b"\0" in data[:_SNIFF]:
-        raise _NotText
+        return None
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
-        raise _NotText from None
+        return None
 
 
 def _write_text(path: str, content: str) -> bool:
@@ -139,10 +137,10 @@ def file_tools(workspace: Workspace) -> list[Tool]:
             return problem
         try:
             window = await asyncio.to_thread(_read_window, path, start, count)
-        except _NotText:
-            return fs_error(f'read: "{path}" is not a UTF-8 text file', "FS_NOT_TEXT")
         except OSError as error:
             return _io_error("read", path, error)
+        if window is None:
+            return fs_error(f'read: "{path}" is not a UTF-8 text file', "FS_NOT_TEXT")
         if start > window.total and not (window.total == 0 and start == 1):
             return fs_error(f'offset {start} is out of range for "{path}" ({window.total} lines)', "FS_NOT_FOUND")
         meta = {"path": path, "offset": start, "lines": window.lines, "totalLines": window.total}
@@ -197,10 +195,10 @@ def file_tools(workspace: Workspace) -> list[Tool]:
             return problem
         try:
             text = await asyncio.to_thread(_read_text, path)
-        except _NotText:
-            return fs_error(f'edit: "{path}" is not a UTF-8 text file', "FS_NOT_TEXT")
         except OSError as error:
             return _io_error("edit", path, error)
+        if text is None:
+            return fs_error(f'edit: "{path}" is not a UTF-8 text file', "FS_NOT_TEXT")
         count = text.count(old_string)
         if count == 0:
             return fs_error(

@@ -9,16 +9,11 @@ from pathlib import Path
 
 import pytest
 from server_support import StdioServer, server_env
+from test_dsh_patches import _write
 
 from dshpy.server.dsh_patches import PatchError
 from dshpy.server.dsh_permission_patches import PatchedPermissions, permissions_from_patches
 from dshpy.testing.fake_model import FakeModelServer, Reply
-
-
-def _write(tmp_path: Path, name: str, text: str) -> Path:
-    path = tmp_path / name
-    path.write_text(text)
-    return path
 
 
 def test_permission_rows_of_the_patches(tmp_path: Path) -> None:

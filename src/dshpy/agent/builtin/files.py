@@ -121,6 +121,27 @@ def _io_error(tool: str, path: str, error: OSError) -> ToolOutput:
     return fs_error(f'{tool}: cannot access "{path}": {error.strerror or error}', "FS_IO_ERROR")
 
 
+async def _may_change(
+    workspace: Workspace,
+    context: ToolContext,
+    tool: str,
+    path: str,
+    sandbox_permissions: str | None,
+    justification: str | None,
+) -> ToolOutput | None:
+    """``None`` when ``tool`` may change ``path`` (asking when the call escalates), else the refusal."""
+    grant = await workspace.gate(
+        context,
+        tool=tool,
+        path=path,
+        detail=path,
+        refused=f'"{path}" is outside the writable workspace "{workspace.cwd(context)}"',
+        sandbox_permissions=sandbox_permissions,
+        justification=justification,
+    )
+    return None if isinstance(grant, Grant) else grant
+
+
 def file_tools(workspace: Workspace) -> list[Tool]:
     """``read``, ``write`` and ``edit`` working in ``workspace``."""
 
@@ -156,17 +177,9 @@ def file_tools(workspace: Workspace) -> list[Tool]:
         path = workspace.resolve(context, file_path)
         if os.path.isdir(path):
             return fs_error(f'write: "{path}" is a directory', "FS_NOT_REGULAR_FILE")
-        grant = await workspace.gate(
-            context,
-            tool="write",
-            path=path,
-            detail=path,
-            refused=f'"{path}" is outside the writable workspace "{workspace.cwd(context)}"',
-            sandbox_permissions=sandbox_permissions,
-            justification=justification,
-        )
-        if not isinstance(grant, Grant):
-            return grant
+        refused = await _may_change(workspace, context, "write", path, sandbox_permissions, justification)
+        if refused is not None:
+            return refused
         try:
             created = await asyncio.to_thread(_write_text, path, content)
         except OSError as error:
@@ -212,17 +225,9 @@ def file_tools(workspace: Workspace) -> list[Tool]:
                 "unique, or set replace_all",
                 "FS_AMBIGUOUS_EDIT",
             )
-        grant = await workspace.gate(
-            context,
-            tool="edit",
-            path=path,
-            detail=path,
-            refused=f'"{path}" is outside the writable workspace "{workspace.cwd(context)}"',
-            sandbox_permissions=sandbox_permissions,
-            justification=justification,
-        )
-        if not isinstance(grant, Grant):
-            return grant
+        refused = await _may_change(workspace, context, "edit", path, sandbox_permissions, justification)
+        if refused is not None:
+            return refused
         updated = text.replace(old_string, new_string) if replace_all else text.replace(old_string, new_string, 1)
         try:
             await asyncio.to_thread(_write_text, path, updated)

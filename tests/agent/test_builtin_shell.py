@@ -39,6 +39,8 @@ def test_echo_returns_exactly_its_output(tmp_path):
         "mode": "danger-full-access",
         "confinement": "none",
     }
+    assert outcome.meta["cwd"] == str(tmp_path / "ws")  # dsh's bash meta key
+    assert text(unconfined(tmp_path).call("bash", command="echo hi")) == "hi\n"  # no description: still runs
 
 
 def test_stderr_and_exit_code_markers(tmp_path):

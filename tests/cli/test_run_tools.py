@@ -67,7 +67,7 @@ def test_dshpy_run_process_runs_bash_and_the_model_gets_hi(tmp_path):
     [result] = [e for e in session.events if e.type == "tool/result"]
     assert (call.data["name"], result.source_event_seqs) == ("bash", (call.seq,))
     assert result.data["message"]["content"] == [{"type": "text", "text": "hi\n"}]
-    assert result.data["meta"]["workdir"] == str(workspace)
+    assert result.data["meta"]["cwd"] == str(workspace)
 
 
 @pytest.fixture

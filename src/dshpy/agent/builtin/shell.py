@@ -159,8 +159,8 @@ def shell_tool(
 
     async def bash(
         context: ToolContext,
-        description: str,
         command: str,
+        description: str = "",  # advertised as required (dsh's schema); a call without one still runs
         timeoutMs: float | None = None,
         workdir: str | None = None,
         sandbox_permissions: Mode | None = None,
@@ -253,10 +253,10 @@ async def _run(argv: list[str], cwd: str, timeout_ms: int, max_output: int, mode
     elif code:
         markers.append(f"[exit code: {code}]")
     meta = {
+        "cwd": cwd,  # dsh's bash meta
         "exitCode": code,
         "timedOut": timed_out,
         "durationMs": round((time.monotonic() - started) * 1000),
-        "workdir": cwd,
         "sandbox": {"mode": mode, "confinement": sandbox},
         "truncatedBytes": out.dropped + err.dropped,
     }

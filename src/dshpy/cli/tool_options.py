@@ -126,18 +126,39 @@ def tool_options(func: F) -> F:
     return func
 
 
-def _ask(request: ApprovalRequest) -> ApprovalOutcome:
+async def _read_line(prompt: str) -> str:
+    """One line typed on the terminal, read on the event loop ("" at end of input).
+
+    Waiting on the loop (not in a thread) lets a cancelled turn — Ctrl-C in ``chat`` —
+    stop waiting at once, so the next line typed goes to the REPL, not to a stale prompt.
+    """
+    loop = asyncio.get_running_loop()
+    sys.stderr.write(prompt)
+    sys.stderr.flush()
+    answer: asyncio.Future[str] = loop.create_future()
+
+    def ready() -> None:
+        if not answer.done():
+            answer.set_result(sys.stdin.readline())
+
+    fd = sys.stdin.fileno()
+    try:
+        loop.add_reader(fd, ready)
+    except (NotImplementedError, ValueError, OSError):  # no selectable stdin here: a worker thread reads it
+        return await asyncio.to_thread(sys.stdin.readline)
+    try:
+        return await answer
+    finally:
+        loop.remove_reader(fd)
+
+
+async def _ask(request: ApprovalRequest) -> ApprovalOutcome:
     click.echo(file=sys.stderr)
     click.secho(f"{request.tool_name} asks for {request.mode} access:", bold=True, err=True)
     click.echo(f"  {request.detail}", err=True)
     if request.reason:
         click.echo(f"  reason: {request.reason}", err=True)
-    try:
-        answer = input("Allow once? [y/N] ")
-    except EOFError:
-        return "rejected"
-    except KeyboardInterrupt:
-        return "cancelled"
+    answer = await _read_line("Allow once? [y/N] ")
     return "allowed-once" if answer.strip().lower() in ("y", "yes") else "rejected"
 
 
@@ -150,6 +171,6 @@ def terminal_approver(*, interactive: bool | None = None) -> Approver:
         if not tty:
             return "unavailable"
         async with lock:
-            return await asyncio.to_thread(_ask, request)
+            return await _ask(request)
 
     return approve

@@ -56,6 +56,9 @@ import their base from here, so this module stays the lowest layer::
     │   ├── ProfileError          the SDK/server profile is unknown or its file invalid [sdk.profiles]
     │   ├── PatchError            a dsh patch file (the SDK's patches=) cannot be read or followed [server.dsh_patches]
     │   ├── PriceError            the price table for cost estimates is malformed [cli.prices]
+    │   ├── PermissionConfigError a permission preset, approval policy or sandbox opt-out is unknown
+    │   │                         [agent.permissions]
+    │   ├── ToolSetError          a built-in tool set names no known set or tool [agent.builtin]
     │   ├── InsecureBindError     a non-loopback HTTP bind without a token [server.http_guard]
     │   ├── TelemetryUnavailable  telemetry was asked for, OpenTelemetry is not installed [telemetry.switch]
     │   └── TelemetryConfigError  the ``OTEL_*`` settings name an exporter dshpy cannot set up [telemetry.providers]

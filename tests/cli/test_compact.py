@@ -186,7 +186,7 @@ def test_chat_compact_is_logged_as_dsh_logs_it(dshpy_cli, model, store_url):
 
 
 def test_chat_compact_on_a_new_session_has_nothing_to_compact(dshpy_cli, model, store_url):
-    result = dshpy_cli("chat", stdin="/compact\n")
+    result = dshpy_cli("chat", "--tools", "none", stdin="/compact\n")
     assert "No compactable history yet." in result.stdout
     session_id = result.stderr.rsplit("session: ", 1)[1].strip()
     assert [e.type for e in events_of(store_url, session_id)] == ["command/run", "command/done"]

@@ -90,7 +90,7 @@ def test_chat_repl_commands_and_fork(dshpy_cli, model, store_url):
 
 
 def test_chat_fork_at_a_seq_and_bad_forks(dshpy_cli, model, store_url):
-    result = dshpy_cli("chat", stdin="one\n/fork 3\n/fork x\n/fork 999\n")
+    result = dshpy_cli("chat", "--tools", "none", stdin="one\n/fork 3\n/fork x\n/fork 999\n")
     assert "fork refused (OPEN_TURN)" in result.stderr
     assert "/fork takes a seq number" in result.stderr
     assert "fork refused (INVALID_BOUNDARY)" in result.stderr

@@ -19,13 +19,16 @@ def model(monkeypatch):
         yield server
 
 
+BUILTIN = ["read", "write", "edit", "glob", "grep", "bash", "todo_write"]
+
+
 def _tool_names(request) -> list[str]:
     return [tool["function"]["name"] for tool in request.get("tools", [])]
 
 
 def test_memory_is_off_by_default_and_on_with_the_flag(dshpy_cli, model, store_url):
     model.add(Reply.text("The port is 8443."))
-    earlier = session_id_of(dshpy_cli("run", "Which port does the staging proxy use?"))
+    earlier = session_id_of(dshpy_cli("run", "Which port does the staging proxy use?", "--tools", "none"))
     assert _tool_names(model.requests[0]) == []
 
     model.add(
@@ -35,7 +38,7 @@ def test_memory_is_off_by_default_and_on_with_the_flag(dshpy_cli, model, store_u
     )
     now = session_id_of(dshpy_cli("run", "What did we find about the staging proxy?", "--memory"))
 
-    assert _tool_names(model.requests[1]) == ["session_search", "session_read"]
+    assert _tool_names(model.requests[1]) == [*BUILTIN, "session_search", "session_read"]
     results = [e for e in stored(store_url, now).events if e.type == "tool/result"]
     found, read = (event_text(r) for r in results)
     assert f"[{earlier}#5] user/message: Which port does the «staging proxy» use?" in found
@@ -67,10 +70,10 @@ def test_memory_from_the_profile_and_no_memory_wins(dshpy_cli, model, tmp_path):
     home = tmp_path / "home"
     home.mkdir()
     (home / "config.toml").write_text('[profiles.default]\nmemory = true\nmemory_scope = "all"\n')
-    dshpy_cli("run", "hello")
+    dshpy_cli("run", "hello", "--tools", "none")
     dshpy_cli("run", "hello", "--no-memory")
     assert _tool_names(model.requests[0]) == ["session_search", "session_read"]
-    assert _tool_names(model.requests[1]) == []
+    assert _tool_names(model.requests[1]) == BUILTIN
 
     (home / "config.toml").write_text('[profiles.default]\nmemory_scope = "everything"\n')
     assert "memory_scope" in dshpy_cli("run", "hello", code=1).stderr

@@ -2,6 +2,10 @@
 
 * :mod:`~dshpy.agent.loop` — :class:`Agent`: turns, steps, retries, cancellation, checkpoints;
 * :mod:`~dshpy.agent.tools` — ``@tool``, :class:`Tool`, :class:`ToolOutput`, :class:`ToolContext`;
+* :mod:`~dshpy.agent.builtin` — :func:`builtin_tools`: ``read``, ``write``, ``edit``, ``glob``, ``grep``,
+  ``bash``, ``todo_write`` with dsh's names and schemas;
+* :mod:`~dshpy.agent.permissions` — :class:`Permissions` (dsh's presets), :func:`record_permissions`,
+  audited approvals (:class:`ApprovalRequest`);
 * :mod:`~dshpy.agent.hooks` — ``turn-start``, ``pre-step``, ``tool-call``, ``turn-stopping`` and the observing
   ``model-request``, ``tool-start``, ``tool-end``, ``turn-end``;
 * :mod:`~dshpy.agent.compaction` — :class:`~dshpy.agent.compaction.AgentCompaction`: the pressure check
@@ -18,6 +22,7 @@
         result = await agent.run("What does a.txt say?", on_chunk=lambda u: print(u.text, end=""))
 """
 
+from dshpy.agent.builtin import BUILTIN_TOOL_NAMES, builtin_tools
 from dshpy.agent.hooks import (
     HOOK_NAMES,
     ModelRequest,
@@ -30,18 +35,23 @@ from dshpy.agent.hooks import (
     TurnStopping,
 )
 from dshpy.agent.loop import DEFAULT_MAX_STEPS, Agent, AgentBusyError, AgentSetupError
+from dshpy.agent.permissions import ApprovalRequest, PermissionConfigError, Permissions, record_permissions
 from dshpy.agent.tools import Tool, ToolContext, ToolOutcome, ToolOutput, tool
 from dshpy.agent.updates import ChunkUpdate, EventUpdate, TurnResult, Update
 
 __all__ = [
+    "BUILTIN_TOOL_NAMES",
     "DEFAULT_MAX_STEPS",
     "HOOK_NAMES",
     "Agent",
     "AgentBusyError",
     "AgentSetupError",
+    "ApprovalRequest",
     "ChunkUpdate",
     "EventUpdate",
     "ModelRequest",
+    "PermissionConfigError",
+    "Permissions",
     "PreStep",
     "Tool",
     "ToolCallHook",
@@ -55,5 +65,7 @@ __all__ = [
     "TurnStart",
     "TurnStopping",
     "Update",
+    "builtin_tools",
+    "record_permissions",
     "tool",
 ]

@@ -47,11 +47,16 @@ class ToolContext:
 
 @dataclass(frozen=True, slots=True)
 class ToolOutput:
-    """An explicit tool result: text (or content blocks), an error flag, and ``meta`` logged beside it."""
+    """An explicit tool result: text (or content blocks), an error flag, and ``meta`` logged beside it.
+
+    ``error`` (``{name, code}``, dsh's ``tool/result.error``) names what went wrong for
+    tooling; giving it makes the result an error.
+    """
 
     content: str | Sequence[dict[str, Any]]
     is_error: bool = False
     meta: Any = None
+    error: dict[str, str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,7 +246,8 @@ def _outcome(value: Any) -> ToolOutcome:
             content = [{"type": "text", "text": value.content or "(no output)"}]
         else:
             content = [dict(block) for block in value.content] or [{"type": "text", "text": "(no output)"}]
-        return ToolOutcome(content, value.is_error, None, value.meta)
+        error = dict(value.error) if value.error is not None else None
+        return ToolOutcome(content, value.is_error or error is not None, error, value.meta)
     if value is None:
         text = "(no output)"
     elif isinstance(value, str):

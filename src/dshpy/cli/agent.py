@@ -41,7 +41,7 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Coroutine, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import IO, Any, TypeVar
 
 import click
@@ -50,6 +50,7 @@ from dshpy.agent import Agent, TurnResult
 from dshpy.agent.compact_command import run_compact_command
 from dshpy.agent.loop import DEFAULT_MAX_STEPS
 from dshpy.agent.memory_tools import memory_tools
+from dshpy.agent.permissions import Permissions, record_permissions
 from dshpy.agent.tools import Tool
 from dshpy.core.ids import check_session_id
 from dshpy.errors import DshError
@@ -67,6 +68,7 @@ from .app import AppState, CliError, common_options, describe_error, emit_json, 
 from .live import LivePrinter
 from .model_options import compaction_options, model_timeout_options
 from .telemetry_options import telemetry_options, telemetry_running
+from .tool_options import ToolFlags, terminal_approver, tool_options
 
 __all__ = ["chat", "run"]
 
@@ -97,6 +99,17 @@ class _Options:
     context_window: int | None = None
     auto_compact: bool | None = None
     """The ``--context-window`` and ``--auto-compact/--no-auto-compact`` flags (``None``: the config file's)."""
+    tooling: ToolFlags = field(default_factory=ToolFlags)
+    """``--tools``, ``--permissions``, ``--approval``, ``--allow-unsandboxed-shell``."""
+
+    def agent_tools(self, store: SessionStore) -> tuple[list[Tool], Permissions | None]:
+        """The built-in tools (asking approvals on the terminal) then the memory tools, and the permissions."""
+        try:
+            profile = load_profile(self.profile)
+        except ProfileError as error:
+            raise CliError(str(error)) from None
+        builtin, permissions = self.tooling.build(profile, terminal_approver())
+        return [*builtin, *self.memory_tools(store)], permissions if builtin else None
 
     def memory_tools(self, store: SessionStore) -> list[Tool]:
         """The memory tools when the flags or the profile turn them on (the flag wins), else none."""
@@ -190,7 +203,7 @@ def _agent_options(func: Callable[..., Any]) -> Callable[..., Any]:
     ]
     for option in reversed(options):
         func = option(func)
-    return telemetry_options(compaction_options(model_timeout_options(func)))
+    return tool_options(telemetry_options(compaction_options(model_timeout_options(func))))
 
 
 def _open_session(state: AppState, store: SessionStore, session_id: str | None) -> Session:
@@ -235,8 +248,14 @@ def _system_prompt(session: Session, explicit: str | None) -> str:
     return explicit if explicit is not None else system_prompt_text(session)
 
 
-def _make_agent(session: Session, client: ChatClient, options: _Options, tools: Sequence[Tool] = ()) -> Agent:
-    return Agent(
+def _make_agent(
+    session: Session,
+    client: ChatClient,
+    options: _Options,
+    tools: Sequence[Tool] = (),
+    permissions: Permissions | None = None,
+) -> Agent:
+    agent = Agent(
         session,
         client,
         system_prompt=_system_prompt(session, options.system),
@@ -245,6 +264,9 @@ def _make_agent(session: Session, client: ChatClient, options: _Options, tools: 
         max_tokens=options.max_tokens,
         auto_compact=options.auto(),
     )
+    if permissions is not None:  # dsh's permission/preset, sandbox/mode, approval/policy (when they change)
+        record_permissions(session, permissions)
+    return agent
 
 
 def _result_json(result: TurnResult) -> dict[str, Any]:
@@ -285,6 +307,7 @@ def run(
     telemetry: TelemetrySwitch,
     context_window: int | None,
     auto_compact: bool | None,
+    tooling: ToolFlags,
 ) -> None:
     """Answer PROMPT in a session: the answer streams to stdout, the session id and notes go to stderr.
 
@@ -306,6 +329,7 @@ def run(
         memory_scope,
         context_window,
         auto_compact,
+        tooling,
     )
     config = options.config()
     with options.telemetry(telemetry):
@@ -316,14 +340,14 @@ def _run(
     state: AppState, prompt: str, session_id: str | None, options: _Options, config: ModelConfig, reasoning: bool
 ) -> None:
     store = state.open_store(create=True)
-    tools = options.memory_tools(store)
+    tools, permissions = options.agent_tools(store)
     session = _open_session(state, store, session_id)
     click.echo(f"session: {render.shown_id(session.id)}", err=True)  # first, so a killed run still named its session
     printer = LivePrinter(reasoning=reasoning)
 
     async def turn() -> TurnResult:
         async with ChatClient(config) as client:
-            agent = _make_agent(session, client, options, tools)
+            agent = _make_agent(session, client, options, tools, permissions)
             if state.json:
                 return await agent.run(prompt)
             return await agent.run(prompt, on_chunk=printer.on_chunk, on_event=printer.on_event)
@@ -375,8 +399,8 @@ class _Repl:
         self.runner = runner
         self.client = client
         self.printer = LivePrinter(reasoning=reasoning)
-        self.tools = options.memory_tools(store)
-        self.agent = _make_agent(session, client, options, self.tools)
+        self.tools, self.permissions = options.agent_tools(store)
+        self.agent = _make_agent(session, client, options, self.tools, self.permissions)
 
     def call(self, coroutine: Coroutine[Any, Any, T]) -> T:
         return self.runner.run(coroutine)
@@ -485,7 +509,7 @@ class _Repl:
         system = self.agent.system_prompt
         parent.close()
         self.session = child
-        self.agent = _make_agent(child, self.client, self.options, self.tools)
+        self.agent = _make_agent(child, self.client, self.options, self.tools, self.permissions)
         self.agent.system_prompt = system
         at = child.inherited_event_count - 1
         click.echo(f"forked {parent.id} at seq {at}: now in {child.id}")
@@ -513,6 +537,7 @@ def chat(
     telemetry: TelemetrySwitch,
     context_window: int | None,
     auto_compact: bool | None,
+    tooling: ToolFlags,
 ) -> None:
     """Chat with a model in a session: one prompt per line (/help lists the commands)."""
     timeouts = (connect_timeout, read_timeout, total_timeout)
@@ -528,6 +553,7 @@ def chat(
         memory_scope,
         context_window,
         auto_compact,
+        tooling,
     )
     config = options.config()
     with options.telemetry(telemetry):

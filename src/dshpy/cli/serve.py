@@ -12,6 +12,7 @@ from dshpy.telemetry import TelemetrySwitch
 from .app import AppState, CliError, common_options, pass_state
 from .model_options import compaction_options, model_timeout_options
 from .telemetry_options import telemetry_options
+from .tool_options import ToolFlags, tool_options
 
 __all__ = ["serve"]
 
@@ -95,6 +96,7 @@ __all__ = ["serve"]
 )
 @click.option("-v", "--verbose", is_flag=True, help="Log requests and turns on stderr.")
 @telemetry_options
+@tool_options
 @common_options
 @pass_state
 def serve(
@@ -127,6 +129,7 @@ def serve(
     max_streams: int,
     verbose: bool,
     telemetry: TelemetrySwitch,
+    tooling: ToolFlags,
 ) -> None:
     """Serve sessions over JSON-RPC: dsh's SDK protocol plus dshpy's session.* methods.
 
@@ -173,6 +176,10 @@ def serve(
         telemetry=telemetry,
         context_window=context_window,
         auto_compact=auto_compact,
+        tools=tooling.tools,
+        permissions=tooling.permissions,
+        approval=tooling.approval,
+        allow_unsandboxed_shell=tooling.allow_unsandboxed_shell,
     )
     try:
         code = run_server(options)

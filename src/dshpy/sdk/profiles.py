@@ -14,6 +14,10 @@
     otel = true                         # OpenTelemetry traces and metrics (OTEL_* configure where they go)
     memory = true                       # run/chat: the session_search and session_read tools (default: off)
     memory_scope = "cwd"                # what they see: "cwd" (this project's sessions) or "all"
+    tools = "all"                       # built-in tools: "all", "read", "none", or names ("read,grep,bash")
+    permissions = "workspace-write"     # read-only | workspace-write | danger-full-access ($DSH_PERMISSION_MODE)
+    approval = "ask"                    # ask | never (default: the preset's)
+    allow_unsandboxed_shell = false     # run shell commands unconfined when bubblewrap is missing
 
 Every key is optional. ``sdk`` and ``default`` work without a file (all defaults:
 the default store, ``$DEEPSEEK_MODEL`` / ``$DEEPSEEK_BASE_URL`` or the built-in
@@ -68,6 +72,14 @@ class Profile:
     """Give the agent the ``session_search`` / ``session_read`` tools (``dshpy run|chat``; off unless set)."""
     memory_scope: str | None = None
     """What those tools see: ``cwd`` (sessions of the same working directory, the default) or ``all``."""
+    tools: str | None = None
+    """The built-in tool set (``all``, ``read``, ``none`` or comma-separated names; checked where it is used)."""
+    permissions: str | None = None
+    """The permission preset (``read-only``, ``workspace-write``, ``danger-full-access``)."""
+    approval: str | None = None
+    """The approval policy (``ask`` or ``never``; default: the preset's)."""
+    allow_unsandboxed_shell: bool | None = None
+    """Run shell commands unconfined when bubblewrap is missing (instead of refusing them)."""
 
     def timeouts(
         self, *, connect: float | None = None, read: float | None = None, total: float | None = None
@@ -147,4 +159,34 @@ def load_profile(name: str = "sdk", home: Path | None = None) -> Profile:
         if scope not in ("cwd", "all"):
             raise ProfileError(f'{path}: profile {name!r}: memory_scope must be "cwd" or "all", not {scope!r}')
         fields["memory_scope"] = scope
+    fields.update(_tool_fields(table, f"{path}: profile {name!r}"))
     return Profile(name, **fields)
+
+
+_CHOICES = {
+    "permissions": ("read-only", "workspace-write", "danger-full-access"),
+    "approval": ("ask", "never"),
+}
+
+
+def _tool_fields(table: dict[str, Any], where: str) -> dict[str, Any]:
+    """The built-in tool and permission keys (``tools``, ``permissions``, ``approval``, ``allow_unsandboxed_shell``)."""
+    fields: dict[str, Any] = {}
+    tools = table.get("tools")
+    if tools is not None:
+        if not isinstance(tools, str):
+            raise ProfileError(f"{where}: tools must be a string (all, read, none, or comma-separated tool names)")
+        fields["tools"] = tools
+    for key, choices in _CHOICES.items():
+        value = table.get(key)
+        if value is None:
+            continue
+        if value not in choices:
+            raise ProfileError(f"{where}: {key} must be one of {', '.join(choices)}, not {value!r}")
+        fields[key] = value
+    unsandboxed = table.get("allow_unsandboxed_shell")
+    if unsandboxed is not None:
+        if not isinstance(unsandboxed, bool):
+            raise ProfileError(f"{where}: allow_unsandboxed_shell must be true or false, not {unsandboxed!r}")
+        fields["allow_unsandboxed_shell"] = unsandboxed
+    return fields

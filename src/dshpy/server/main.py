@@ -19,10 +19,16 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from dshpy.errors import ConfigError
 from dshpy.telemetry import TelemetrySwitch
 
 from .limits import ServerLimits
+
+if TYPE_CHECKING:
+    from dshpy.agent.permissions import Permissions
+    from dshpy.sdk.profiles import Profile
 
 __all__ = ["ServeOptions", "main", "run_server"]
 
@@ -64,6 +70,12 @@ class ServeOptions:
     context_window: int | None = None
     auto_compact: bool | None = None
     """``None``: ``config.toml``'s ``[compaction] auto`` (default on)."""
+    tools: str | None = None
+    """Built-in tool set (``None``: the profile's ``tools``, else ``all``)."""
+    permissions: str | None = None
+    """Permission preset (``None``: the profile's, else ``$DSH_PERMISSION_MODE``, else ``workspace-write``)."""
+    approval: str | None = None
+    allow_unsandboxed_shell: bool | None = None
 
 
 def _make_home(url: str, home: Path) -> None:
@@ -82,6 +94,24 @@ def _make_home(url: str, home: Path) -> None:
         home.mkdir(mode=0o700, parents=True, exist_ok=True)  # the mode applies to the home itself
 
 
+def _tooling(options: ServeOptions, profile: Profile) -> tuple[tuple[str, ...], Permissions]:
+    """The built-in tools and permissions: the options, else the profile, else all tools and dsh's defaults."""
+    from dshpy.agent.builtin import ToolSetError, parse_tool_set
+    from dshpy.agent.permissions import Permissions
+
+    try:
+        tools = parse_tool_set(options.tools or profile.tools or "all")
+    except ToolSetError as error:
+        raise ConfigError(f"tools: {error}") from None
+    unsandboxed = options.allow_unsandboxed_shell
+    permissions = Permissions.resolve(
+        options.permissions or profile.permissions,
+        options.approval or profile.approval,
+        unsandboxed if unsandboxed is not None else profile.allow_unsandboxed_shell,
+    )
+    return tools, permissions
+
+
 def run_server(options: ServeOptions, *, announce: bool = True) -> int:
     """Build the store and runtime from ``options`` and serve until shutdown/EOF. Returns an exit code."""
     from dshpy.llm.config import ModelConfig
@@ -98,6 +128,7 @@ def run_server(options: ServeOptions, *, announce: bool = True) -> int:
     url = options.store_url or profile.store or default_store_url()
     _make_home(url, dshpy_home())
     auto = options.auto_compact if options.auto_compact is not None else model_settings.auto_compact
+    tools, permissions = _tooling(options, profile)
     settings = ServerSettings(
         model=options.model or profile.model,
         base_url=options.base_url or profile.base_url,
@@ -110,6 +141,8 @@ def run_server(options: ServeOptions, *, announce: bool = True) -> int:
         context_window=options.context_window,
         auto_compact=auto,
         model_settings=model_settings,
+        tools=tools,
+        permissions=permissions,
     )
     # Checked now (ModelConfigError), not at the first prompt: a malformed base URL is a
     # configuration mistake, and the server would otherwise start and only fail later.
@@ -173,15 +206,23 @@ def main(argv: Sequence[str] | None = None) -> None:
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="dshpy-runtime: %(levelname)s %(message)s")
     if not os.environ.get("DSHPY_HOME") and os.environ.get("DSH_HOME", "").strip():
         os.environ["DSHPY_HOME"] = os.path.join(os.environ["DSH_HOME"], "dshpy")
-    from dshpy.errors import ConfigError
-
     from .dsh_patches import store_from_patches
+    from .dsh_permission_patches import PERMISSION_ROWS, permissions_from_patches
 
     try:
         patched = store_from_patches(args.patch)
+        allowed = permissions_from_patches(args.patch)
         for path, entry in patched.ignored:
-            print(f"dshpy-runtime: note: ignoring entry {entry!r} of dsh patch {path} (a dsh plugin)", file=sys.stderr)
-        code = run_server(ServeOptions(store_url=args.store or patched.url, profile=args.profile))
+            if entry not in PERMISSION_ROWS:
+                note = f"dshpy-runtime: note: ignoring entry {entry!r} of dsh patch {path} (a dsh plugin)"
+                print(note, file=sys.stderr)
+        options = ServeOptions(
+            store_url=args.store or patched.url,
+            profile=args.profile,
+            permissions=allowed.preset,
+            approval=allowed.approval,
+        )
+        code = run_server(options)
     except ConfigError as error:  # a profile, the model route, a dsh patch, or telemetry's OTEL_* settings
         print(f"dshpy-runtime: {error}", file=sys.stderr)
         code = 2

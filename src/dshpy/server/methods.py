@@ -34,6 +34,8 @@ from itertools import islice
 from typing import Any
 
 from dshpy.agent import Agent, TurnResult
+from dshpy.agent.builtin import builtin_tools
+from dshpy.agent.permissions import Permissions, record_permissions
 from dshpy.core.events import SessionEvent
 from dshpy.llm.client import DEFAULT_MODEL, ChatClient, ModelConfig, ModelConfigError, ModelTimeouts
 from dshpy.log.continuation import append_resume_marker, system_prompt_text
@@ -89,6 +91,10 @@ class ServerSettings:
     auto_compact: bool = True
     model_settings: ModelSettings = field(default_factory=ModelSettings)
     """``config.toml``'s ``[models."…"]`` windows."""
+    tools: tuple[str, ...] = ()
+    """The built-in tools each session's agent gets (``dshpy serve`` / ``dshpy-runtime``: all of them)."""
+    permissions: Permissions = field(default_factory=Permissions)
+    """What those tools may change; nobody answers approvals here, so escalations fail closed."""
 
 
 def _text_size(blocks: Iterable[dict[str, Any]]) -> int:
@@ -337,7 +343,10 @@ class Runtime:
                 reasoning_effort=settings.reasoning_effort,
                 resume_marker=False,
                 auto_compact=settings.auto_compact,
+                tools=builtin_tools(settings.tools, permissions=settings.permissions) if settings.tools else (),
             )
+            if settings.tools:  # dsh's permission/preset, sandbox/mode, approval/policy (when they change)
+                record_permissions(live.session, settings.permissions)
         return live.agent
 
     # -- for the compaction methods (server/compaction.py) ------------------------

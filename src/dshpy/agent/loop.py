@@ -12,8 +12,9 @@ One turn, for one prompt::
                → step/end
     turn/end {completed | max-tokens | error | aborted | blocked}
 
-The request sent to the model is ``to_chat_messages(session.derive_messages())`` —
-built from the log alone, so what the model saw is exactly what is logged. The model
+The request sent to the model is ``client.history().convert(session.derive_messages())``
+(chat-completions or Messages API messages, whichever the client speaks) — built from
+the log alone, so what the model saw is exactly what is logged. The model
 stream reaches callers chunk by chunk (:class:`ChunkUpdate`) but is stored once,
 packed, in the event that settles the attempt.
 
@@ -64,7 +65,8 @@ from dshpy.errors import DshError
 from dshpy.llm import chunks as c
 from dshpy.llm.client import ChatClient
 from dshpy.llm.failures import LlmError
-from dshpy.llm.messages import ChatHistory, ReasoningReplay
+from dshpy.llm.messages import ReasoningReplay
+from dshpy.llm.protocol import ModelClient
 from dshpy.llm.retry import RetryPolicy
 from dshpy.llm.stream import AssistantStreamAccumulator
 from dshpy.log.continuation import append_resume_marker
@@ -180,7 +182,7 @@ class Agent:
     def __init__(
         self,
         session: Session,
-        client: ChatClient | None = None,
+        client: ModelClient | None = None,
         *,
         system_prompt: str = "",
         tools: Sequence[ToolLike] = (),
@@ -202,7 +204,7 @@ class Agent:
             raise ValueError("max_tokens must be a positive integer")
         self.session = session
         self._owns_client = client is None
-        self.client = client if client is not None else ChatClient()
+        self.client: ModelClient = client if client is not None else ChatClient()
         self.system_prompt = system_prompt
         self.tools: dict[str, Tool] = {}
         for item in tools:
@@ -219,7 +221,7 @@ class Agent:
         self._hooks = Hooks()
         self._prologue = RequestPrologue(session)
         self.compaction = AgentCompaction(session, self.client, auto=auto_compact, engine=compaction_engine)
-        self._history = ChatHistory(reasoning_replay)
+        self._history = self.client.history(reasoning_replay)
         self._inbox: list[dict[str, Any]] = []
         self._inbox_lock = threading.Lock()
         self._task: asyncio.Task[TurnResult] | None = None
@@ -575,8 +577,16 @@ class Agent:
         reason = accumulator.finish_reason or {"kind": "stop"}
         finish = str(reason.get("kind"))
         content = accumulator.content()
+        replay = accumulator.replay_state
         if finish == "max-tokens":  # a call cut at the limit is unfinished: it is never run
-            content = [block for block in content if block["type"] != "tool-call"]
+            kept = [index for index, block in enumerate(content) if block["type"] != "tool-call"]
+            if replay is not None and len(kept) != len(content):
+                blocks = replay.get("blocks")
+                if isinstance(blocks, list) and len(blocks) == len(content):
+                    replay = {**replay, "blocks": [blocks[i] for i in kept]}
+                else:
+                    replay = None
+            content = [content[index] for index in kept]
         data = assistant_data(
             turn.number,
             step,
@@ -585,6 +595,7 @@ class Agent:
             model=self.client.model,
             stream=accumulator.records,
             usage=accumulator.usage,
+            replay_state=replay,
         )
         event = self._append("assistant/message", data, surface_op="append")
         add_usage(turn.usage, accumulator.usage)

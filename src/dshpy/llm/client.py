@@ -33,6 +33,7 @@ from dshpy.llm.config import (
 )
 from dshpy.llm.failures import LlmError, classify_exception, timeout_failure
 from dshpy.llm.mapping import ChunkMapper
+from dshpy.llm.messages import ChatHistory, ReasoningReplay
 
 __all__ = [
     "API_KEY_HINT",
@@ -86,6 +87,10 @@ class ChatClient:
     @property
     def model(self) -> str:
         return self.config.model
+
+    def history(self, reasoning: ReasoningReplay = "latest-turn") -> ChatHistory:
+        """A cached converter from derived messages to chat-completions messages."""
+        return ChatHistory(reasoning)
 
     def request_params(
         self,

@@ -109,12 +109,20 @@ def assistant_data(
     usage: Mapping[str, Any] | None,
     interrupted: bool = False,
     message_id: str | None = None,
+    replay_state: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """``assistant/message``: the message, its usage (when the stream reported one) and its packed stream."""
+    """``assistant/message``: the message, its usage (when the stream reported one) and its packed stream.
+
+    ``replay_state`` (a Messages API answer's thinking signatures, dsh-v4 §3.4) goes into
+    the message's ``source.replayState``, where the next request reads it back.
+    """
+    source: dict[str, Any] = {"kind": "model", "provider": provider, "model": model}
+    if replay_state is not None:
+        source["replayState"] = dict(replay_state)
     message = {
         "role": "assistant",
         "content": content,
-        "source": {"kind": "model", "provider": provider, "model": model},
+        "source": source,
         "id": message_id or new_message_id(),
     }
     data = _in_step(turn, step, message)

@@ -62,7 +62,12 @@ def test_a_thinking_tool_turn_logs_dshs_replay_state_and_sends_the_signature_bac
         "response": {"kind": "deepseek-messages", "version": 1, "model": "deepseek-v4-flash"},
         "blocks": [{"type": "reasoning", "signature": "sig-step-1"}, {"type": "text"}, {"type": "tool-call"}],
     }
-    assert source == {"kind": "model", "provider": "deepseek-official", "model": "deepseek-v4-flash", "replayState": replay}
+    assert source == {
+        "kind": "model",
+        "provider": "deepseek-official",
+        "model": "deepseek-v4-flash",
+        "replayState": replay,
+    }
     assert answer["message"]["content"][0] == {"type": "reasoning", "text": "Need the file."}  # no signature inline
     finish = answer["stream"][-1]["chunk"]
     assert finish == {"type": "finish", "reason": {"kind": "tool-calls"}, "replayState": replay}

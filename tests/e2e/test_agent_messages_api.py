@@ -150,3 +150,72 @@ def test_dshs_own_fixture_replays_its_signature_from_the_log():
         "thinking": "The user asks for a simple sum.",
         "signature": "sig-fixture-thinking-1",
     }
+
+
+def test_request_header_logs_dshs_adapter_defaults_and_agents_md_enters_once(store, tmp_path):
+    (tmp_path / "AGENTS.md").write_text("Run the tests with make check.\n")
+    session = store.create(cwd=str(tmp_path))
+
+    async def scenario():
+        with FakeModelServer([Reply.text("ok"), Reply.text("ok again"), Reply.text("third")]) as server:
+            agent = messages_agent(
+                session, server, system_prompt="S", tools=[read_file], instructions_dir=str(tmp_path)
+            )
+            await agent.run("first")
+            await agent.run("second")
+            (tmp_path / "AGENTS.md").write_text("Run the tests with make test.\n")
+            await agent.run("third")
+            await agent.client.close()
+            return server.requests
+
+    requests = asyncio.run(scenario())
+    header = of_type(session, "request/header")[0].data
+    assert list(header["header"]) == ["config", "adapterDefaults", "tools"]
+    assert header["header"]["config"] == {
+        "provider": "deepseek-official",
+        "model": "deepseek-v4-flash",
+        "maxTokens": 256000,
+        "reasoningEffort": "high",
+    }
+    assert header["header"]["adapterDefaults"] == {"reasoningEffort": True, "maxTokens": True}
+    assert [t["name"] for t in header["header"]["tools"]] == ["read_file"]
+    assert header["reason"] == "initial"
+
+    instructions = [e for e in of_type(session, "user/message") if e.data["source"]["kind"] == "agent-instructions"]
+    assert len(instructions) == 2  # written at turn 1, not again at turn 2, again when the file changed
+    source = instructions[0].data["source"]
+    assert (source["form"], source["baseline"]) == ("instructions", True)
+    assert source["changes"][0]["action"] == "set" and source["changes"][0]["path"] == "AGENTS.md"
+    assert source["changes"][0]["scope"] == ".\0AGENTS.md"
+    assert source["changes"][0]["digest"] != instructions[1].data["source"]["changes"][0]["digest"]
+    text = instructions[0].data["content"][0]["text"]
+    assert text.startswith("<system-reminder>") and "Instructions from: AGENTS.md" in text and "make check" in text
+    # it follows the prompt in the same step, and the model sees it as user content
+    turn1 = [e.type for e in session.events[: instructions[0].seq + 1]]
+    assert turn1[-3:] == ["system/message", "user/message", "user/message"]
+    first_user = requests[0]["messages"][0]
+    assert first_user["role"] == "user" and first_user["content"][0]["text"] == "first"
+    assert "make check" in first_user["content"][1]["text"]
+
+
+def test_explicit_max_tokens_and_effort_are_not_adapter_defaults(store):
+    session = store.create(cwd="/srv/app")
+
+    async def scenario():
+        with FakeModelServer([Reply.text("ok")]) as server:
+            agent = messages_agent(session, server, max_tokens=4096, reasoning_effort="low")
+            await agent.run("hi")
+            await agent.client.close()
+            return server.requests
+
+    requests = asyncio.run(scenario())
+    header = of_type(session, "request/header")[0].data["header"]
+    assert header == {
+        "config": {
+            "provider": "deepseek-official",
+            "model": "deepseek-v4-flash",
+            "maxTokens": 4096,
+            "reasoningEffort": "low",
+        }
+    }
+    assert (requests[0]["max_tokens"], requests[0]["output_config"]) == (4096, {"effort": "low"})

@@ -66,7 +66,7 @@ from dshpy.llm import chunks as c
 from dshpy.llm.client import ChatClient
 from dshpy.llm.failures import LlmError
 from dshpy.llm.messages import ReasoningReplay
-from dshpy.llm.protocol import ModelClient
+from dshpy.llm.protocol import HistoryConverter, ModelClient
 from dshpy.llm.retry import RetryPolicy
 from dshpy.llm.stream import AssistantStreamAccumulator
 from dshpy.log.continuation import append_resume_marker
@@ -89,6 +89,7 @@ from dshpy.telemetry import observe_agent
 
 from .compaction import AgentCompaction
 from .hooks import Hooks, ModelRequest, PreStep, ToolCallHook, ToolEnd, ToolStart, TurnEnd, TurnStart, TurnStopping
+from .instructions import pending_instructions
 from .prologue import AgentSetupError, RequestPrologue
 from .records import ABORTED_BEFORE_DISPATCH, ABORTED_RUNNING
 from .tools import Tool, ToolContext, ToolLike, ToolOutcome, as_tool
@@ -167,6 +168,10 @@ class Agent:
     calls of a turn, ``max_tokens`` each answer (sent as ``max_tokens`` and logged in
     the request header); ``tool_timeout`` applies to tools without their own.
 
+    ``instructions_dir``: a directory whose ``AGENTS.md`` (or ``CLAUDE.md``) enters the
+    first step of a turn as dsh's ``agent-instructions`` message, once per content
+    (:mod:`dshpy.agent.instructions`); ``None`` reads none.
+
     ``auto_compact`` keeps the context under the window (see
     :mod:`dshpy.agent.compaction`): a pressure check before each model request, and
     one recovery and retry when the provider refuses a request as too long;
@@ -197,6 +202,7 @@ class Agent:
         rng: random.Random | None = None,
         auto_compact: bool = True,
         compaction_engine: CompactionEngine | None = None,
+        instructions_dir: str | None = None,
     ) -> None:
         if max_steps < 1:
             raise ValueError("max_steps must be at least 1")
@@ -216,12 +222,13 @@ class Agent:
         self.tool_timeout = tool_timeout
         self.parallel_tools = parallel_tools
         self.reasoning_replay: ReasoningReplay = reasoning_replay
+        self.instructions_dir = instructions_dir
         self.last_result: TurnResult | None = None
         self._rng = rng or random.Random()
         self._hooks = Hooks()
         self._prologue = RequestPrologue(session)
         self.compaction = AgentCompaction(session, self.client, auto=auto_compact, engine=compaction_engine)
-        self._history = self.client.history(reasoning_replay)
+        self._history: HistoryConverter | None = None  # made by the client at the first request
         self._inbox: list[dict[str, Any]] = []
         self._inbox_lock = threading.Lock()
         self._task: asyncio.Task[TurnResult] | None = None
@@ -413,6 +420,8 @@ class Agent:
                 for message in entering:
                     self._append("user/message", message, surface_op="append")
                 entering = []
+                if step == 1 and (instructions := pending_instructions(self.session, self.instructions_dir)):
+                    self._append("user/message", instructions, surface_op="append")
                 self._prologue.header(self._request_header())
                 self._prologue.context(self._request_context())
                 await self.compaction.before_request()
@@ -510,6 +519,7 @@ class Agent:
             max_tokens=self.max_tokens,
             reasoning_effort=self.reasoning_effort,
             tools=[tool.schema() for tool in self.tools.values()],
+            defaults=self.client.request_defaults,
         )
 
     def _request_context(self) -> dict[str, Any]:
@@ -523,6 +533,8 @@ class Agent:
         overflow_recovered = False
         while True:
             attempt += 1
+            if self._history is None:
+                self._history = self.client.history(self.reasoning_replay)
             self._history.reasoning = self.reasoning_replay
             messages = self._history.convert(self.session.derive_messages())
             self.session.flush()  # checkpoint: before every model request

@@ -105,6 +105,11 @@ class AnthropicClient:
     def model(self) -> str:
         return self.config.model
 
+    @property
+    def request_defaults(self) -> dict[str, Any]:
+        """dsh's adapter defaults, sent when the caller sets none: 256,000 output tokens, effort ``high``."""
+        return {"maxTokens": DEFAULT_MESSAGES_MAX_TOKENS, "reasoningEffort": "high"}
+
     def history(self, reasoning: ReasoningReplay = "latest-turn") -> MessagesHistory:
         """A cached converter from derived messages to this API's messages (signatures included)."""
         return MessagesHistory(self.config.model, reasoning)

@@ -88,6 +88,11 @@ class ChatClient:
     def model(self) -> str:
         return self.config.model
 
+    @property
+    def request_defaults(self) -> dict[str, Any]:
+        """None: an unset ``max_tokens`` / ``reasoning_effort`` is not sent, so the server's own applies."""
+        return {}
+
     def history(self, reasoning: ReasoningReplay = "latest-turn") -> ChatHistory:
         """A cached converter from derived messages to chat-completions messages."""
         return ChatHistory(reasoning)

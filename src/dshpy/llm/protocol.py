@@ -42,6 +42,11 @@ class ModelClient(Protocol):
     @property
     def model(self) -> str: ...
 
+    @property
+    def request_defaults(self) -> dict[str, Any]:
+        """What the client sends for an unset ``maxTokens`` / ``reasoningEffort`` (logged as adapter defaults)."""
+        ...
+
     def history(self, reasoning: ReasoningReplay = "latest-turn") -> HistoryConverter: ...
 
     def stream(

@@ -200,14 +200,25 @@ def request_header(
     max_tokens: int | None = None,
     reasoning_effort: str | None = None,
     tools: Sequence[Mapping[str, Any]] = (),
+    defaults: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The request header a model request is sent with: ``{config, tools?}`` (empty ``tools`` omitted)."""
+    """The request header a model request is sent with: ``{config, adapterDefaults?, tools?}``.
+
+    ``defaults`` are the adapter's own values (``maxTokens``, ``reasoningEffort``) for
+    what the caller left unset: they fill ``config`` and are flagged ``true`` in
+    ``adapterDefaults``, as dsh logs them. Empty ``tools`` / ``adapterDefaults`` are omitted.
+    """
     config: dict[str, Any] = {"provider": provider, "model": model}
-    if max_tokens is not None:
-        config["maxTokens"] = max_tokens
-    if reasoning_effort is not None:
-        config["reasoningEffort"] = reasoning_effort
+    filled: dict[str, bool] = {}
+    for key, given in (("maxTokens", max_tokens), ("reasoningEffort", reasoning_effort)):
+        value = given if given is not None else (defaults or {}).get(key)
+        if given is None and value is not None:
+            filled[key] = True
+        if value is not None:
+            config[key] = value
     header: dict[str, Any] = {"config": config}
+    if filled:
+        header["adapterDefaults"] = {key: True for key in ("reasoningEffort", "maxTokens") if key in filled}
     if tools:
         header["tools"] = list(tools)
     return header

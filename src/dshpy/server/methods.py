@@ -34,9 +34,11 @@ from itertools import islice
 from typing import Any
 
 from dshpy.agent import Agent, TurnResult
+from dshpy.agent.system_prompt import system_prompt_for
 from dshpy.core.events import SessionEvent
-from dshpy.llm.client import DEFAULT_MODEL, ChatClient, ModelConfig, ModelConfigError, ModelTimeouts
-from dshpy.log.continuation import append_resume_marker, system_prompt_text
+from dshpy.llm.client import DEFAULT_MODEL, ModelConfig, ModelConfigError, ModelTimeouts
+from dshpy.llm.protocol import ModelClient, make_client
+from dshpy.log.continuation import append_resume_marker
 from dshpy.log.records import user_message
 from dshpy.log.session import Session
 from dshpy.sdk.model_settings import ModelSettings
@@ -77,6 +79,8 @@ class ServerSettings:
     """Model and agent options (from the command line / profile; ``initialize`` may override)."""
 
     model: str | None = None
+    provider: str | None = None
+    """``deepseek-official``: DeepSeek's Anthropic-format Messages API (dsh's); otherwise OpenAI-compatible chat."""
     base_url: str | None = None
     max_tokens: int | None = None
     reasoning_effort: str | None = None
@@ -148,8 +152,8 @@ class Runtime:
         self._opening: dict[str, asyncio.Future[None]] = {}
         self._sweeper: asyncio.TimerHandle | None = None
         self.closed = asyncio.Event()
-        self._client: ChatClient | None = None
-        self._client_model: str | None = None  # settings.model the client was built for (None: the default)
+        self._client: ModelClient | None = None
+        self._client_model: tuple[str | None, str | None] | None = None  # (provider, model) the client was built for
         self._retiring: set[asyncio.Task[None]] = set()
         self._methods: dict[str, Handler] = {
             "initialize": self.initialize,
@@ -291,16 +295,21 @@ class Runtime:
         if len(self.live):
             self._schedule_sweep()
 
-    def _model_client(self) -> ChatClient:
+    def _model_client(self) -> ModelClient:
         if self._client is None:
             settings = self.settings
             try:
                 config = ModelConfig.from_env(
-                    base_url=settings.base_url, model=settings.model, timeouts=settings.timeouts
+                    base_url=settings.base_url,
+                    model=settings.model,
+                    provider=settings.provider,
+                    timeouts=settings.timeouts,
                 )
                 window = settings.model_settings.context_window(config.model, settings.context_window)
-                self._client = ChatClient(replace(config, context_window=window))
-                self._client_model = settings.model
+                if window is None:
+                    window = config.context_window
+                self._client = make_client(replace(config, context_window=window))
+                self._client_model = (settings.provider, settings.model)
             except ModelConfigError as error:  # no API key, a malformed base URL: never worth retrying
                 raise RpcError(MODEL_NOT_CONFIGURED, str(error)) from None
         return self._client
@@ -313,7 +322,7 @@ class Runtime:
         one (and new agents), so the choice is never silently ignored.
         """
         client = self._client
-        if client is None or self._client_model == self.settings.model:
+        if client is None or self._client_model == (self.settings.provider, self.settings.model):
             return
         if any(live.running or live.notice_pending for live in self.live):
             return  # a notice waits in an agent's inbox: adopt once its turn has claimed it
@@ -327,11 +336,11 @@ class Runtime:
     def _agent(self, live: Live) -> Agent:
         if live.agent is None:
             settings = self.settings
-            system = settings.system_prompt
             live.agent = Agent(
                 live.session,
                 self._model_client(),
-                system_prompt=system if system is not None else system_prompt_text(live.session),
+                system_prompt=system_prompt_for(live.session, settings.system_prompt),
+                instructions_dir=live.cwd,
                 max_steps=settings.max_steps,
                 max_tokens=settings.max_tokens,
                 reasoning_effort=settings.reasoning_effort,
@@ -476,13 +485,16 @@ class Runtime:
             changes["cwd"] = os.path.abspath(cwd)
         if model is not None and model != self.settings.model:
             changes["model"] = model
+        if provider is not None and provider != self.settings.provider:
+            changes["provider"] = provider
         if effort is not None:
             changes["reasoning_effort"] = effort
         if max_tokens is not None:
             changes["max_tokens"] = max_tokens
         if changes:
             self.settings = replace(self.settings, **changes)
-            if "model" in changes and self._client is not None and not any(x.running for x in self.live):
+            rebuild = "model" in changes or "provider" in changes
+            if rebuild and self._client is not None and not any(x.running for x in self.live):
                 await self._client.close()
                 self._client = None
                 for live in self.live:

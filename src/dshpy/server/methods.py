@@ -65,6 +65,7 @@ from .protocol import (
     result_frame,
     rpc_error_of,
 )
+from .sdk_gate import SdkGate
 
 __all__ = ["SERVER_NAME", "Runtime", "ServerLimits", "ServerSettings"]
 
@@ -93,6 +94,8 @@ class ServerSettings:
     auto_compact: bool = True
     model_settings: ModelSettings = field(default_factory=ModelSettings)
     """``config.toml``'s ``[models."…"]`` windows."""
+    sdk_semantics: bool = False
+    """dsh's SDK runtime rules for dsh's methods (``dshpy-runtime`` sets it): see :class:`SdkGate`."""
 
 
 def _text_size(blocks: Iterable[dict[str, Any]]) -> int:
@@ -155,6 +158,7 @@ class Runtime:
         self._client: ModelClient | None = None
         self._client_model: tuple[str | None, str | None] | None = None  # (provider, model) the client was built for
         self._retiring: set[asyncio.Task[None]] = set()
+        self.gate = SdkGate(store, enabled=self.settings.sdk_semantics)
         self._methods: dict[str, Handler] = {
             "initialize": self.initialize,
             "session/prompt": self.prompt,
@@ -194,7 +198,8 @@ class Runtime:
         method = self._methods.get(request.method)
         try:
             if method is None:
-                raise RpcError(METHOD_NOT_FOUND, f"method not found: {request.method}")
+                raise RpcError(METHOD_NOT_FOUND, self.gate.unknown_method_message(request.method))
+            self.gate.check_initialized(request.method)
             with remote_parent(request.params, headers):
                 result = await method(Params(request.params), peer)
         except asyncio.CancelledError:
@@ -381,14 +386,23 @@ class Runtime:
 
     async def _work(self, live: Live) -> None:
         sid = live.session.id
-        self._publish("session.status", {"sessionId": sid, "status": "running"}, sid)
+        announced = False
+
+        def announce(_update: object) -> None:
+            # dsh reports the agent busy after the prompt's inbox receipt: the official SDK
+            # drops every notification before that receipt, a "running" status included.
+            nonlocal announced
+            if not announced:
+                announced = True
+                self._publish("session.status", {"sessionId": sid, "status": "running"}, sid)
+
         try:
             while live.queue:
                 item = self.live.pop(live)
                 agent = self._agent(live)
                 try:
                     with within_context(item.trace):
-                        result = await agent.run(item.message)
+                        result = await agent.run(item.message, on_event=announce)
                 except asyncio.CancelledError:
                     if item.future is not None and not item.future.done():
                         item.future.cancel()
@@ -491,6 +505,7 @@ class Runtime:
             changes["reasoning_effort"] = effort
         if max_tokens is not None:
             changes["max_tokens"] = max_tokens
+        self.gate.initialized = True
         if changes:
             self.settings = replace(self.settings, **changes)
             rebuild = "model" in changes or "provider" in changes
@@ -514,14 +529,19 @@ class Runtime:
         blocks = p.content_blocks()
         size = _text_size(blocks)
         self.live.check_bytes(size, session_id)  # before a new session is created for a prompt it would refuse
+        self.gate.check_create(session_id)
         live = await self._open(session_id, create=True)
+        self.gate.opened(session_id)
         message = user_message(blocks)
         self._enqueue(live, Queued(message, size))
         return {"messageId": message["id"]}
 
     async def resume(self, p: Params, _peer: Peer | None) -> Any:
         """dsh's ``session/resume``: hold a stored session live, repairing an interrupted tail; -32001 if absent."""
-        await self._open(p.session_id(), create=False)
+        session_id = p.session_id()
+        self.gate.check_resume(session_id)
+        await self._open(session_id, create=False)
+        self.gate.opened(session_id)
         return {}
 
     async def wait(self, p: Params, _peer: Peer | None) -> Any:
@@ -551,7 +571,10 @@ class Runtime:
         If that directory no longer exists, it falls back to the one the session was
         created in (or the server's), so a client is never handed a path it cannot use.
         """
-        live = await self._open(p.session_id(), create=True)
+        session_id = p.session_id()
+        self.gate.check_create(session_id)
+        live = await self._open(session_id, create=True)
+        self.gate.opened(session_id)
         if not os.path.isdir(live.cwd):  # recover a vanished directory to the session's origin
             live.cwd = live.session.header.cwd or self.settings.cwd
         return {"cwd": live.cwd}
@@ -566,7 +589,9 @@ class Runtime:
         """
         session_id = p.session_id()
         path = p.string("path", max_length=4096)
+        self.gate.check_create(session_id)
         live = await self._open(session_id, create=True)
+        self.gate.opened(session_id)
         target = os.path.abspath(os.path.join(live.cwd, os.path.expanduser(path)))
         if not os.path.isdir(target):
             raise RpcError(INVALID_PARAMS, f"invalid params: path {target!r} is not a directory", {"field": "path"})

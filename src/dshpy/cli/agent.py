@@ -155,7 +155,7 @@ def _agent_options(func: Callable[..., Any]) -> Callable[..., Any]:
             help="OpenAI-compatible API base URL (default: $DEEPSEEK_BASE_URL, else https://api.deepseek.com).",
         ),
         click.option(
-            "--system", metavar="TEXT", help="System prompt (default: keep the session's; new sessions: dshpy's default)."
+            "--system", metavar="TEXT", help="System prompt (default: keep the session's; new ones: dshpy's default)."
         ),
         click.option(
             "--max-steps",

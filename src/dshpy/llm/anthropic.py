@@ -33,7 +33,8 @@ from dshpy.llm.anthropic_mapping import MessagesMapper
 from dshpy.llm.anthropic_messages import MessagesHistory
 from dshpy.llm.chunks import StreamChunk
 from dshpy.llm.config import API_KEY_HINT, MissingApiKeyError, ModelConfig
-from dshpy.llm.failures import LlmError, classify_anthropic_error, classify_exception, timeout_failure
+from dshpy.llm.deadline import RequestDeadline, _End
+from dshpy.llm.failures import LlmError, classify_anthropic_error
 from dshpy.llm.messages import ReasoningReplay
 
 __all__ = ["ANTHROPIC_VERSION", "DEFAULT_MESSAGES_MAX_TOKENS", "REASONING_EFFORTS", "AnthropicClient", "messages_url"]
@@ -173,12 +174,10 @@ class AnthropicClient:
         body = self.request_body(
             messages, tools=tools, max_tokens=max_tokens, reasoning_effort=reasoning_effort, extra_body=extra_body
         )
-        total = self.config.timeouts.total
-        deadline = None if total is None else asyncio.get_running_loop().time() + total
-        timer = asyncio.timeout_at(deadline)
+        deadline = RequestDeadline(self.config, self._limits)
         request = self._client.build_request("POST", self._url, content=dumps(body), headers=self._headers)
         try:
-            async with timer:
+            async with deadline.arm():
                 response = await self._client.send(request, stream=True)
                 if response.status_code >= 400:
                     raw = await response.aread()
@@ -187,17 +186,12 @@ class AnthropicClient:
         except (LlmError, asyncio.CancelledError):
             raise
         except Exception as error:
-            raise self._failure(error, timer, streaming=False) from error
+            raise deadline.failure(error, streaming=False) from error
         mapper = MessagesMapper(self.config.model)
         events = _sse_data(response.aiter_lines())
         try:
-            while True:
-                timer = asyncio.timeout_at(deadline)  # armed around each wait for the server, never a yield
-                async with timer:
-                    try:
-                        name, data = await anext(events)
-                    except StopAsyncIteration:
-                        break
+            while not isinstance(item := await deadline.next(events), _End):
+                name, data = item
                 try:
                     event = orjson.loads(data)
                 except orjson.JSONDecodeError:
@@ -220,7 +214,7 @@ class AnthropicClient:
         except (LlmError, asyncio.CancelledError, GeneratorExit):
             raise
         except Exception as error:
-            raise self._failure(error, timer, streaming=True) from error
+            raise deadline.failure(error, streaming=True) from error
         finally:
             await response.aclose()
 
@@ -232,12 +226,6 @@ class AnthropicClient:
         headers = dict(response.headers)
         request_id = headers.get("request-id") or headers.get("x-request-id") or headers.get("x-deepseek-request-id")
         return classify_anthropic_error(parsed, response.status_code, headers, request_id)
-
-    def _failure(self, error: Exception, timer: asyncio.Timeout, *, streaming: bool) -> LlmError:
-        base_url = self.config.base_url
-        if timer.expired():
-            return timeout_failure("total", base_url, self.config.timeouts.total)
-        return classify_exception(error, streaming=streaming, base_url=base_url, limits=self._limits)
 
     async def close(self) -> None:
         """Close the connection pool."""

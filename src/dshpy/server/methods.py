@@ -599,6 +599,8 @@ class Runtime:
             before = live.cwd
             live.session.append("working-directory/change", {"cwd": target})
             live.cwd = target
+            if live.agent is not None:
+                live.agent.instructions_dir = target  # the new directory's AGENTS.md enters the next turn
             notice = f"The working directory changed from {before} to {target}."
             with contextlib.suppress(RpcError):  # no model configured: the change is logged, no notice
                 self._agent(live).inject(notice, source={"kind": "working-directory"})

@@ -211,3 +211,18 @@ def test_an_unreachable_server_is_a_connection_failure():
     with pytest.raises(LlmError) as caught:
         asyncio.run(run())
     assert caught.value.code == "CONNECTION" and base in caught.value.failure["message"]
+
+
+def test_the_chat_dialect_reports_an_in_band_error_too():
+    async def run() -> None:
+        config = ModelConfig.from_env(base_url=server.base_url, api_key="k", env={})
+        async with ChatClient(config) as client:
+            async for _ in client.stream([{"role": "user", "content": "hi"}]):
+                pass
+
+    with (
+        FakeModelServer([Reply.text("one two three").fail(2, "overloaded_error")]) as server,
+        pytest.raises(LlmError) as caught,
+    ):
+        asyncio.run(run())
+    assert caught.value.code == "SERVER" and "overloaded" in caught.value.failure["message"]

@@ -56,3 +56,14 @@ def test_an_unreadable_system_file_is_named(dshpy_cli, model, tmp_path):
     result = dshpy_cli("run", "hi", "--system-file", str(missing), code=1)
     assert f"system prompt file {missing} does not exist" in result.stderr
     assert model.requests == []
+
+
+def test_the_profiles_system_prompt_applies_and_the_flag_wins(dshpy_cli, model, tmp_path):
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    (home / "config.toml").write_text('[profiles.default]\nsystem = "From the profile."\n')
+    dshpy_cli("run", "hi")
+    dshpy_cli("run", "hi", "--system", "From the flag.")
+    first, second = model.requests
+    assert first["messages"][0] == {"role": "system", "content": "From the profile."}
+    assert second["messages"][0] == {"role": "system", "content": "From the flag."}

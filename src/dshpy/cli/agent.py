@@ -194,16 +194,22 @@ def _open_session(store: SessionStore, session_id: str | None) -> Session:
     return store.open(session_id) if session_id is not None else store.create(cwd=os.getcwd())
 
 
-def _system_prompt(session: Session, explicit: str | None) -> str:
-    """``--system``, else ``--system-file``, else the session's own, else dshpy's default (a new session)."""
-    return system_prompt_for(session, explicit if explicit is not None else system_file_text())
+def _system_prompt(session: Session, options: _Options) -> str:
+    """``--system``, else ``--system-file``, else the profile's ``system``, else the session's own, else dshpy's."""
+    explicit = options.system if options.system is not None else system_file_text()
+    if explicit is None:
+        try:
+            explicit = load_profile(options.profile).system
+        except ProfileError as error:
+            raise CliError(str(error)) from None
+    return system_prompt_for(session, explicit)
 
 
 def _make_agent(session: Session, client: ModelClient, options: _Options, tools: Sequence[Tool] = ()) -> Agent:
     return Agent(
         session,
         client,
-        system_prompt=_system_prompt(session, options.system),
+        system_prompt=_system_prompt(session, options),
         tools=tools,
         max_steps=options.max_steps,
         max_tokens=options.max_tokens,

@@ -56,6 +56,7 @@ import their base from here, so this module stays the lowest layer::
     │   ├── ProfileError          the SDK/server profile is unknown or its file invalid [sdk.profiles]
     │   ├── PatchError            a dsh patch file (the SDK's patches=) cannot be read or followed [server.dsh_patches]
     │   ├── PriceError            the price table for cost estimates is malformed [cli.prices]
+    │   ├── SystemPromptError     a --system-file cannot be used (missing, not UTF-8, too large) [agent.system_prompt]
     │   ├── InsecureBindError     a non-loopback HTTP bind without a token [server.http_guard]
     │   ├── TelemetryUnavailable  telemetry was asked for, OpenTelemetry is not installed [telemetry.switch]
     │   └── TelemetryConfigError  the ``OTEL_*`` settings name an exporter dshpy cannot set up [telemetry.providers]

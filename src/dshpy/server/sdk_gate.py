@@ -47,11 +47,13 @@ class SdkGate:
         self._opened: set[str] = set()
 
     def unknown_method_message(self, method: str) -> str:
+        """The error message for a method nobody serves (dsh's wording when the gate is on)."""
         if self.enabled:
             return f"unknown DeepSeek Harness SDK runtime method: {method}"
         return f"method not found: {method}"
 
     def check_initialized(self, method: str) -> None:
+        """Refuse one of dsh's methods before ``initialize``."""
         if self.enabled and not self.initialized and method in GATED_METHODS:
             raise RpcError(INVALID_REQUEST, "SDK server is not initialized")
 
@@ -61,8 +63,10 @@ class SdkGate:
             raise RpcError(CONFLICT, f'session "{session_id}" already exists', {"sessionId": session_id})
 
     def check_resume(self, session_id: str) -> None:
+        """Refuse to resume a session this process already opened."""
         if self.enabled and session_id in self._opened:
             raise RpcError(CONFLICT, f"SDK session is already open or opening: {session_id}", {"sessionId": session_id})
 
     def opened(self, session_id: str) -> None:
+        """Record that this process now holds ``session_id`` (so it is neither re-created nor re-resumed)."""
         self._opened.add(session_id)

@@ -59,6 +59,8 @@ import their base from here, so this module stays the lowest layer::
     │   ├── PermissionConfigError a permission preset, approval policy or sandbox opt-out is unknown
     │   │                         [agent.permissions]
     │   ├── ToolSetError          a built-in tool set names no known set or tool [agent.builtin]
+
+    │   ├── SystemPromptError     a --system-file cannot be used (missing, not UTF-8, too large) [agent.system_prompt]
     │   ├── InsecureBindError     a non-loopback HTTP bind without a token [server.http_guard]
     │   ├── TelemetryUnavailable  telemetry was asked for, OpenTelemetry is not installed [telemetry.switch]
     │   └── TelemetryConfigError  the ``OTEL_*`` settings name an exporter dshpy cannot set up [telemetry.providers]

@@ -52,5 +52,5 @@ def test_run_twice_resume_and_working_directory(tmp_path: Path) -> None:
             assert third.final_response == "cut" and third.finish_reason == "max-tokens"
             with pytest.raises(deepseek_harness.errors.JsonRpcError):
                 harness.resume_session("session-does-not-exist")
-        shown = model.requests[2]["messages"]
-        assert [m["content"] for m in shown if m["role"] == "user"][:2] == ["hello", "more"]
+        shown = model.requests[2]["messages"]  # the SDK's provider, deepseek-official, is the Messages API
+        assert [m["content"][0]["text"] for m in shown if m["role"] == "user"][:2] == ["hello", "more"]

@@ -54,8 +54,7 @@ from dshpy.compaction import (
 )
 from dshpy.core.events import SurfaceReplace
 from dshpy.errors import CompactionConfigError, CompactionError, SummaryFailedError
-from dshpy.llm.client import ChatClient
-from dshpy.llm.messages import to_chat_messages
+from dshpy.llm.protocol import ModelClient
 from dshpy.llm.stream import AssistantStreamAccumulator
 from dshpy.log.messages import Message
 from dshpy.log.session import Session
@@ -113,7 +112,7 @@ class ChatSummarizer:
     summary would silently lose the end of the span.
     """
 
-    def __init__(self, client: ChatClient) -> None:
+    def __init__(self, client: ModelClient) -> None:
         self.client = client
 
     async def __call__(self, request: SummaryRequest) -> SummaryOutput:
@@ -121,7 +120,7 @@ class ChatSummarizer:
         history = [*request.messages, Message(-1, request.instruction_message())]
         cap = min(request.max_tokens, default_output_limit(client.model) or request.max_tokens)
         accumulator = AssistantStreamAccumulator()
-        messages = to_chat_messages(history, reasoning="none")
+        messages = client.history("none").convert(history)
         stream = client.stream(messages, tools=_chat_tools(request.tools), max_tokens=cap)
         async with contextlib.aclosing(stream) as chunks:  # an LlmError fails the summary (the engine says so)
             async for chunk in chunks:
@@ -160,7 +159,7 @@ class AgentCompaction:
     """
 
     def __init__(
-        self, session: Session, client: ChatClient, *, auto: bool = True, engine: CompactionEngine | None = None
+        self, session: Session, client: ModelClient, *, auto: bool = True, engine: CompactionEngine | None = None
     ) -> None:
         self.session = session
         self.client = client

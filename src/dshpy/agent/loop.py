@@ -12,8 +12,9 @@ One turn, for one prompt::
                → step/end
     turn/end {completed | max-tokens | error | aborted | blocked}
 
-The request sent to the model is ``to_chat_messages(session.derive_messages())`` —
-built from the log alone, so what the model saw is exactly what is logged. The model
+The request sent to the model is ``client.history().convert(session.derive_messages())``
+(chat-completions or Messages API messages, whichever the client speaks) — built from
+the log alone, so what the model saw is exactly what is logged. The model
 stream reaches callers chunk by chunk (:class:`ChunkUpdate`) but is stored once,
 packed, in the event that settles the attempt.
 
@@ -64,7 +65,8 @@ from dshpy.errors import DshError
 from dshpy.llm import chunks as c
 from dshpy.llm.client import ChatClient
 from dshpy.llm.failures import LlmError
-from dshpy.llm.messages import ChatHistory, ReasoningReplay
+from dshpy.llm.messages import ReasoningReplay
+from dshpy.llm.protocol import HistoryConverter, ModelClient
 from dshpy.llm.retry import RetryPolicy
 from dshpy.llm.stream import AssistantStreamAccumulator
 from dshpy.log.continuation import append_resume_marker
@@ -88,6 +90,7 @@ from dshpy.telemetry import observe_agent
 
 from .compaction import AgentCompaction
 from .hooks import Hooks, ModelRequest, PreStep, ToolCallHook, ToolEnd, ToolStart, TurnEnd, TurnStart, TurnStopping
+from .instructions import pending_instructions
 from .prologue import AgentSetupError, RequestPrologue
 from .records import ABORTED_BEFORE_DISPATCH, ABORTED_RUNNING
 from .tools import Tool, ToolContext, ToolLike, ToolOutcome, as_tool
@@ -166,6 +169,10 @@ class Agent:
     calls of a turn, ``max_tokens`` each answer (sent as ``max_tokens`` and logged in
     the request header); ``tool_timeout`` applies to tools without their own.
 
+    ``instructions_dir``: a directory whose ``AGENTS.md`` (or ``CLAUDE.md``) enters the
+    first step of a turn as dsh's ``agent-instructions`` message, once per content
+    (:mod:`dshpy.agent.instructions`); ``None`` reads none.
+
     ``auto_compact`` keeps the context under the window (see
     :mod:`dshpy.agent.compaction`): a pressure check before each model request, and
     one recovery and retry when the provider refuses a request as too long;
@@ -181,7 +188,7 @@ class Agent:
     def __init__(
         self,
         session: Session,
-        client: ChatClient | None = None,
+        client: ModelClient | None = None,
         *,
         system_prompt: str = "",
         tools: Sequence[ToolLike] = (),
@@ -196,6 +203,7 @@ class Agent:
         rng: random.Random | None = None,
         auto_compact: bool = True,
         compaction_engine: CompactionEngine | None = None,
+        instructions_dir: str | None = None,
     ) -> None:
         if max_steps < 1:
             raise ValueError("max_steps must be at least 1")
@@ -203,7 +211,7 @@ class Agent:
             raise ValueError("max_tokens must be a positive integer")
         self.session = session
         self._owns_client = client is None
-        self.client = client if client is not None else ChatClient()
+        self.client: ModelClient = client if client is not None else ChatClient()
         self.system_prompt = system_prompt
         self.tools: dict[str, Tool] = {}
         for item in tools:
@@ -215,12 +223,13 @@ class Agent:
         self.tool_timeout = tool_timeout
         self.parallel_tools = parallel_tools
         self.reasoning_replay: ReasoningReplay = reasoning_replay
+        self.instructions_dir = instructions_dir
         self.last_result: TurnResult | None = None
         self._rng = rng or random.Random()
         self._hooks = Hooks()
         self._prologue = RequestPrologue(session)
         self.compaction = AgentCompaction(session, self.client, auto=auto_compact, engine=compaction_engine)
-        self._history = ChatHistory(reasoning_replay)
+        self._history: HistoryConverter | None = None  # made by the client at the first request
         self._inbox: list[dict[str, Any]] = []
         self._inbox_lock = threading.Lock()
         self._task: asyncio.Task[TurnResult] | None = None
@@ -422,6 +431,8 @@ class Agent:
                 for message in entering:
                     self._append("user/message", message, surface_op="append")
                 entering = []
+                if step == 1 and (instructions := pending_instructions(self.session, self.instructions_dir)):
+                    self._append("user/message", instructions, surface_op="append")
                 self._prologue.header(self._request_header())
                 self._prologue.context(self._request_context())
                 await self.compaction.before_request()
@@ -519,6 +530,7 @@ class Agent:
             max_tokens=self.max_tokens,
             reasoning_effort=self.reasoning_effort,
             tools=[tool.schema() for tool in self.tools.values()],
+            defaults=self.client.request_defaults,
         )
 
     def _request_context(self) -> dict[str, Any]:
@@ -532,6 +544,8 @@ class Agent:
         overflow_recovered = False
         while True:
             attempt += 1
+            if self._history is None:
+                self._history = self.client.history(self.reasoning_replay)
             self._history.reasoning = self.reasoning_replay
             messages = self._history.convert(self.session.derive_messages())
             self.session.flush()  # checkpoint: before every model request
@@ -586,8 +600,16 @@ class Agent:
         reason = accumulator.finish_reason or {"kind": "stop"}
         finish = str(reason.get("kind"))
         content = accumulator.content()
+        replay = accumulator.replay_state
         if finish == "max-tokens":  # a call cut at the limit is unfinished: it is never run
-            content = [block for block in content if block["type"] != "tool-call"]
+            kept = [index for index, block in enumerate(content) if block["type"] != "tool-call"]
+            if replay is not None and len(kept) != len(content):
+                blocks = replay.get("blocks")
+                if isinstance(blocks, list) and len(blocks) == len(content):
+                    replay = {**replay, "blocks": [blocks[i] for i in kept]}
+                else:
+                    replay = None
+            content = [content[index] for index in kept]
         data = assistant_data(
             turn.number,
             step,
@@ -596,6 +618,7 @@ class Agent:
             model=self.client.model,
             stream=accumulator.records,
             usage=accumulator.usage,
+            replay_state=replay,
         )
         event = self._append("assistant/message", data, surface_op="append")
         add_usage(turn.usage, accumulator.usage)

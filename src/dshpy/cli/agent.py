@@ -51,11 +51,12 @@ from dshpy.agent.compact_command import run_compact_command
 from dshpy.agent.loop import DEFAULT_MAX_STEPS
 from dshpy.agent.memory_tools import memory_tools
 from dshpy.agent.permissions import Permissions, record_permissions
+from dshpy.agent.system_prompt import system_prompt_for
 from dshpy.agent.tools import Tool
 from dshpy.core.ids import check_session_id
 from dshpy.errors import DshError
-from dshpy.llm.client import API_KEY_HINT, ChatClient, ModelConfig, ModelConfigError
-from dshpy.log.continuation import system_prompt_text
+from dshpy.llm.client import API_KEY_HINT, ModelConfig, ModelConfigError
+from dshpy.llm.protocol import ModelClient, make_client
 from dshpy.log.session import Session
 from dshpy.projections.commands import turn_refusal
 from dshpy.sdk.model_settings import ModelSettings, load_model_settings
@@ -67,6 +68,7 @@ from . import render
 from .app import AppState, CliError, common_options, describe_error, emit_json, pass_state
 from .live import LivePrinter
 from .model_options import compaction_options, model_timeout_options
+from .route_options import chosen_provider, route_options, system_file_text
 from .telemetry_options import telemetry_options, telemetry_running
 from .tool_options import ToolFlags, terminal_approver, tool_options
 
@@ -139,6 +141,7 @@ class _Options:
                 base_url=self.base_url or profile.base_url,
                 model=self.model or profile.model,
                 timeouts=profile.timeouts(connect=connect, read=read, total=total),
+                provider=chosen_provider(),
             )
             config = replace(config, context_window=self.settings().context_window(config.model, self.context_window))
         except (ProfileError, ModelConfigError) as error:
@@ -171,7 +174,7 @@ def _agent_options(func: Callable[..., Any]) -> Callable[..., Any]:
             help="OpenAI-compatible API base URL (default: $DEEPSEEK_BASE_URL, else https://api.deepseek.com).",
         ),
         click.option(
-            "--system", metavar="TEXT", help="System prompt (default: keep the session's; new sessions: none)."
+            "--system", metavar="TEXT", help="System prompt (default: keep the session's; new ones: dshpy's default)."
         ),
         click.option(
             "--max-steps",
@@ -203,7 +206,7 @@ def _agent_options(func: Callable[..., Any]) -> Callable[..., Any]:
     ]
     for option in reversed(options):
         func = option(func)
-    return tool_options(telemetry_options(compaction_options(model_timeout_options(func))))
+    return tool_options(route_options(telemetry_options(compaction_options(model_timeout_options(func)))))
 
 
 def _open_session(state: AppState, store: SessionStore, session_id: str | None) -> Session:
@@ -244,13 +247,20 @@ def _prompt_text(prompt: str | None) -> str:
     return prompt
 
 
-def _system_prompt(session: Session, explicit: str | None) -> str:
-    return explicit if explicit is not None else system_prompt_text(session)
+def _system_prompt(session: Session, options: _Options) -> str:
+    """``--system``, else ``--system-file``, else the profile's ``system``, else the session's own, else dshpy's."""
+    explicit = options.system if options.system is not None else system_file_text()
+    if explicit is None:
+        try:
+            explicit = load_profile(options.profile).system
+        except ProfileError as error:
+            raise CliError(str(error)) from None
+    return system_prompt_for(session, explicit)
 
 
 def _make_agent(
     session: Session,
-    client: ChatClient,
+    client: ModelClient,
     options: _Options,
     tools: Sequence[Tool] = (),
     permissions: Permissions | None = None,
@@ -258,7 +268,7 @@ def _make_agent(
     agent = Agent(
         session,
         client,
-        system_prompt=_system_prompt(session, options.system),
+        system_prompt=_system_prompt(session, options),
         tools=tools,
         max_steps=options.max_steps,
         max_tokens=options.max_tokens,
@@ -346,11 +356,14 @@ def _run(
     printer = LivePrinter(reasoning=reasoning)
 
     async def turn() -> TurnResult:
-        async with ChatClient(config) as client:
+        client = make_client(config)
+        try:
             agent = _make_agent(session, client, options, tools, permissions)
             if state.json:
                 return await agent.run(prompt)
             return await agent.run(prompt, on_chunk=printer.on_chunk, on_event=printer.on_event)
+        finally:
+            await client.close()
 
     try:
         try:
@@ -389,7 +402,7 @@ class _Repl:
         session: Session,
         options: _Options,
         runner: asyncio.Runner,
-        client: ChatClient,
+        client: ModelClient,
         reasoning: bool,
     ) -> None:
         self.state = state
@@ -566,7 +579,7 @@ def _chat(state: AppState, session_id: str | None, options: _Options, config: Mo
     store = state.open_store(create=True)
     session = _open_session(state, store, session_id)
     with asyncio.Runner() as runner:
-        client = ChatClient(config)
+        client = make_client(config)
         repl = _Repl(state, store, session, options, runner, client, reasoning)
         click.secho(f"session {session.id} · {config.model}\n{_HELP}", dim=True, err=True)
         try:

@@ -1,6 +1,9 @@
-"""The model client (layer L5): OpenAI-compatible streaming chat, in dsh's stream vocabulary.
+"""The model clients (layer L5): OpenAI-compatible chat and Anthropic-format Messages, in dsh's stream vocabulary.
 
-* :mod:`~dshpy.llm.client` — :class:`ChatClient`;
+* :mod:`~dshpy.llm.client` — :class:`ChatClient` (chat completions);
+* :mod:`~dshpy.llm.anthropic` — :class:`AnthropicClient` (Messages API, provider ``deepseek-official``);
+* :mod:`~dshpy.llm.anthropic_mapping` / :mod:`~dshpy.llm.anthropic_messages` — its stream and history mapping;
+* :mod:`~dshpy.llm.protocol` — :class:`ModelClient`, :func:`make_client` (picks one by provider);
 * :mod:`~dshpy.llm.config` — :class:`ModelConfig` (``DEEPSEEK_*`` environment), :class:`ModelTimeouts`;
 * :mod:`~dshpy.llm.chunks` — dsh's ``StreamChunk`` vocabulary;
 * :mod:`~dshpy.llm.mapping` — chat-completions chunks → ``StreamChunk`` s;
@@ -12,6 +15,7 @@
 * :mod:`~dshpy.llm.messages` — derived messages → chat-completions messages.
 """
 
+from dshpy.llm.anthropic import AnthropicClient
 from dshpy.llm.client import ChatClient
 from dshpy.llm.config import (
     DEFAULT_BASE_URL,
@@ -23,6 +27,7 @@ from dshpy.llm.config import (
 )
 from dshpy.llm.failures import RETRYABLE_CODES, LlmError
 from dshpy.llm.messages import to_chat_messages
+from dshpy.llm.protocol import ModelClient, make_client
 from dshpy.llm.retry import RetryPolicy
 from dshpy.llm.stream import AssistantStreamAccumulator, expand_stream, pack_stream
 from dshpy.llm.usage import token_usage
@@ -31,15 +36,18 @@ __all__ = [
     "DEFAULT_BASE_URL",
     "DEFAULT_MODEL",
     "RETRYABLE_CODES",
+    "AnthropicClient",
     "AssistantStreamAccumulator",
     "ChatClient",
     "LlmError",
     "MissingApiKeyError",
+    "ModelClient",
     "ModelConfig",
     "ModelConfigError",
     "ModelTimeouts",
     "RetryPolicy",
     "expand_stream",
+    "make_client",
     "pack_stream",
     "to_chat_messages",
     "token_usage",

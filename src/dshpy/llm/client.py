@@ -31,8 +31,10 @@ from dshpy.llm.config import (
     ModelConfigError,
     ModelTimeouts,
 )
-from dshpy.llm.failures import LlmError, classify_exception, timeout_failure
+from dshpy.llm.deadline import RequestDeadline, _End
+from dshpy.llm.failures import LlmError
 from dshpy.llm.mapping import ChunkMapper
+from dshpy.llm.messages import ChatHistory, ReasoningReplay
 
 __all__ = [
     "API_KEY_HINT",
@@ -86,6 +88,15 @@ class ChatClient:
     @property
     def model(self) -> str:
         return self.config.model
+
+    @property
+    def request_defaults(self) -> dict[str, Any]:
+        """None: an unset ``max_tokens`` / ``reasoning_effort`` is not sent, so the server's own applies."""
+        return {}
+
+    def history(self, reasoning: ReasoningReplay = "latest-turn") -> ChatHistory:
+        """A cached converter from derived messages to chat-completions messages."""
+        return ChatHistory(reasoning)
 
     def request_params(
         self,
@@ -144,11 +155,9 @@ class ChatClient:
         extra = params.pop("extra_body", {})
         history = {key: params.pop(key) for key in ("messages", "tools") if key in params}
         body = {**params, **extra, **history}  # as the SDK merged them: extra_body over the named fields
-        total = self.config.timeouts.total
-        deadline = None if total is None else asyncio.get_running_loop().time() + total
-        timer = asyncio.timeout_at(deadline)
+        deadline = RequestDeadline(self.config, self._limits)
         try:
-            async with timer:
+            async with deadline.arm():
                 response = await self._client.post(
                     "/chat/completions",
                     cast_to=ChatCompletion,
@@ -160,20 +169,11 @@ class ChatClient:
         except asyncio.CancelledError:
             raise
         except Exception as error:
-            raise self._failure(error, timer, streaming=False) from error
+            raise deadline.failure(error, streaming=False) from error
         mapper = ChunkMapper()
         chunks = response.__aiter__()
         try:
-            while True:
-                # The total deadline is fixed, but it is armed only around each wait for the
-                # server, never across a ``yield``: a timeout must not fire inside the
-                # consumer's code (it would cancel whatever the consumer was awaiting).
-                timer = asyncio.timeout_at(deadline)
-                async with timer:
-                    try:
-                        chunk = await anext(chunks)
-                    except StopAsyncIteration:
-                        break
+            while not isinstance(chunk := await deadline.next(chunks), _End):
                 for out in mapper.feed(chunk.to_dict()):
                     yield out
             for out in mapper.end():
@@ -181,15 +181,9 @@ class ChatClient:
         except (LlmError, asyncio.CancelledError, GeneratorExit):
             raise
         except Exception as error:
-            raise self._failure(error, timer, streaming=True) from error
+            raise deadline.failure(error, streaming=True) from error
         finally:
             await response.close()
-
-    def _failure(self, error: Exception, timer: asyncio.Timeout, *, streaming: bool) -> LlmError:
-        base_url = self.config.base_url
-        if timer.expired():
-            return timeout_failure("total", base_url, self.config.timeouts.total)
-        return classify_exception(error, streaming=streaming, base_url=base_url, limits=self._limits)
 
     async def close(self) -> None:
         """Close the connection pool."""

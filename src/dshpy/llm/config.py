@@ -38,8 +38,11 @@ from dshpy.errors import ConfigError
 
 __all__ = [
     "API_KEY_HINT",
+    "DEEPSEEK_OFFICIAL",
     "DEFAULT_BASE_URL",
     "DEFAULT_MODEL",
+    "MESSAGES_BASE_URL",
+    "MESSAGES_MODEL",
     "MissingApiKeyError",
     "ModelConfig",
     "ModelConfigError",
@@ -49,6 +52,12 @@ __all__ = [
 
 DEFAULT_BASE_URL = "https://api.deepseek.com"
 DEFAULT_MODEL = "deepseek-chat"
+DEEPSEEK_OFFICIAL = "deepseek-official"
+"""The provider dsh 0.2.1 talks to: DeepSeek's Anthropic-format Messages API (:mod:`dshpy.llm.anthropic`)."""
+MESSAGES_BASE_URL = "https://api.deepseek.com/anthropic"
+"""dsh's default base URL for ``deepseek-official`` (requests go to ``<base>/v1/messages``)."""
+MESSAGES_MODEL = "deepseek-v4-flash"
+"""The model dsh's SDK asks ``deepseek-official`` for by default."""
 API_KEY_HINT = "set DEEPSEEK_API_KEY (e.g. export DEEPSEEK_API_KEY=sk-...; any non-empty value for a local server)"
 
 _CONTEXT_WINDOWS = DEFAULT_CONTEXT_WINDOWS
@@ -143,7 +152,8 @@ class ModelConfig:
     api_key: str | None = None
     model: str = DEFAULT_MODEL
     provider: str = "deepseek"
-    """The provider name logged in events (``deepseek``, ``openai``, ``openai-compatible``, …)."""
+    """The provider name logged in events (``deepseek``, ``openai``, ``openai-compatible``, …);
+    ``deepseek-official`` means the Anthropic-format Messages API."""
     context_window: int | None = None
     timeouts: ModelTimeouts = field(default_factory=ModelTimeouts)
 
@@ -162,15 +172,22 @@ class ModelConfig:
         timeouts: ModelTimeouts | None = None,
         env: Mapping[str, str] | None = None,
     ) -> ModelConfig:
-        """Explicit values, then ``DEEPSEEK_BASE_URL`` / ``DEEPSEEK_API_KEY`` / ``DEEPSEEK_MODEL``, then defaults."""
+        """Explicit values, then ``DEEPSEEK_BASE_URL`` / ``DEEPSEEK_API_KEY`` / ``DEEPSEEK_MODEL``, then defaults.
+
+        ``provider="deepseek-official"`` selects DeepSeek's Anthropic-format API, with
+        dsh's defaults: base URL ``https://api.deepseek.com/anthropic``, model
+        ``deepseek-v4-flash``. Any other provider (or none) is OpenAI-compatible.
+        """
         environ = os.environ if env is None else env
-        url = (base_url or environ.get("DEEPSEEK_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
+        official = provider == DEEPSEEK_OFFICIAL
+        fallback_url = MESSAGES_BASE_URL if official else DEFAULT_BASE_URL
+        url = (base_url or environ.get("DEEPSEEK_BASE_URL") or fallback_url).rstrip("/")
         if not base_url and environ.get("DEEPSEEK_BASE_URL"):
             try:
                 check_base_url(url)
             except ModelConfigError as error:
                 raise ModelConfigError(f"{error} (from DEEPSEEK_BASE_URL)") from None
-        chosen = model or environ.get("DEEPSEEK_MODEL") or DEFAULT_MODEL
+        chosen = model or environ.get("DEEPSEEK_MODEL") or (MESSAGES_MODEL if official else DEFAULT_MODEL)
         return cls(
             base_url=url,
             api_key=api_key or environ.get("DEEPSEEK_API_KEY") or None,
@@ -179,6 +196,11 @@ class ModelConfig:
             context_window=context_window if context_window is not None else _CONTEXT_WINDOWS.get(chosen),
             timeouts=timeouts if timeouts is not None else ModelTimeouts(),
         )
+
+    @property
+    def wire_format(self) -> str:
+        """``"messages"`` (Anthropic Messages API) for ``deepseek-official``, else ``"chat"`` (chat completions)."""
+        return "messages" if self.provider == DEEPSEEK_OFFICIAL else "chat"
 
     def with_model(self, model: str) -> ModelConfig:
         return replace(self, model=model, context_window=_CONTEXT_WINDOWS.get(model))

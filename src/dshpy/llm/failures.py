@@ -32,6 +32,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+import httpx2 as httpx
 import openai
 
 from dshpy.errors import DshError
@@ -39,6 +40,7 @@ from dshpy.errors import DshError
 __all__ = [
     "RETRYABLE_CODES",
     "LlmError",
+    "classify_anthropic_error",
     "classify_exception",
     "classify_status",
     "parse_retry_after",
@@ -272,6 +274,42 @@ def classify_exception(
         return LlmError(_failure(f"model API error: {error.message}", "SERVER" if streaming else "UNKNOWN"))
     if streaming:  # transport errors of the HTTP library while reading the body
         return _interrupted(base_url, str(error) or name)
-    if isinstance(error, OSError):
+    if isinstance(error, OSError | httpx.TransportError):
         return LlmError(_failure(f"cannot reach {_server(base_url)}: {error}", "CONNECTION"))
     return LlmError(_failure(f"{name}: {error}", "UNKNOWN"))
+
+
+_ANTHROPIC_TYPES = {
+    "rate_limit_error": 429,
+    "overloaded_error": 529,
+    "api_error": 500,
+    "authentication_error": 401,
+    "permission_error": 403,
+    "invalid_request_error": 400,
+    "request_too_large": 413,
+    "not_found_error": 404,
+}
+"""Anthropic error ``type`` s by the HTTP status they come with (an in-band stream error has no status)."""
+
+
+def classify_anthropic_error(
+    body: Any, status: int | None, headers: Mapping[str, str] | None = None, request_id: str | None = None
+) -> LlmError:
+    """The failure for an Anthropic Messages error: an HTTP error answer, or an ``error`` event mid-stream.
+
+    The body is ``{"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}``.
+    An HTTP error is classified by its status, as the chat-completions client does; an
+    in-band error (``status`` ``None``) by its ``type``, and it is never stored with a
+    status it did not have. ``overloaded_error`` (HTTP 529) is a retryable ``SERVER``.
+    """
+    error = body.get("error") if isinstance(body, dict) else None
+    kind = error.get("type") if isinstance(error, dict) else None
+    if status is not None:
+        failed = classify_status(status, body, headers, request_id)
+    else:
+        failed = classify_status(_ANTHROPIC_TYPES.get(str(kind), 500), body, headers, request_id)
+        failed.failure.pop("status", None)
+    if kind == "overloaded_error":
+        message, _code = _server_message(body, "Overloaded")
+        failed.failure["message"] = f"the model server is overloaded: {message}"
+    return failed

@@ -39,7 +39,7 @@ class AssistantStreamAccumulator:
     event that settles the attempt.
     """
 
-    __slots__ = ("_blocks", "_finish", "_last_time", "_records", "_usage")
+    __slots__ = ("_blocks", "_finish", "_last_time", "_records", "_replay", "_usage")
 
     def __init__(self) -> None:
         self._records: list[dict[str, Any]] = []
@@ -47,6 +47,7 @@ class AssistantStreamAccumulator:
         self._blocks: dict[int, dict[str, Any]] = {}
         self._usage: dict[str, Any] | None = None
         self._finish: dict[str, Any] | None = None
+        self._replay: dict[str, Any] | None = None
 
     # -- packing ------------------------------------------------------------------
 
@@ -121,6 +122,8 @@ class AssistantStreamAccumulator:
             self._usage = chunk["usage"]
         elif kind == "finish":
             self._finish = chunk["reason"]
+            replay = chunk.get("replayState")
+            self._replay = replay if isinstance(replay, dict) else None
 
     # -- reading ------------------------------------------------------------------
 
@@ -138,6 +141,11 @@ class AssistantStreamAccumulator:
     def finish_reason(self) -> dict[str, Any] | None:
         """The ``finish`` chunk's reason, once it arrived."""
         return self._finish
+
+    @property
+    def replay_state(self) -> dict[str, Any] | None:
+        """The ``finish`` chunk's ``replayState`` (Messages API answers: the thinking signatures), if any."""
+        return self._replay
 
     @property
     def started(self) -> bool:

@@ -109,12 +109,20 @@ def assistant_data(
     usage: Mapping[str, Any] | None,
     interrupted: bool = False,
     message_id: str | None = None,
+    replay_state: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """``assistant/message``: the message, its usage (when the stream reported one) and its packed stream."""
+    """``assistant/message``: the message, its usage (when the stream reported one) and its packed stream.
+
+    ``replay_state`` (a Messages API answer's thinking signatures, dsh-v4 §3.4) goes into
+    the message's ``source.replayState``, where the next request reads it back.
+    """
+    source: dict[str, Any] = {"kind": "model", "provider": provider, "model": model}
+    if replay_state is not None:
+        source["replayState"] = dict(replay_state)
     message = {
         "role": "assistant",
         "content": content,
-        "source": {"kind": "model", "provider": provider, "model": model},
+        "source": source,
         "id": message_id or new_message_id(),
     }
     data = _in_step(turn, step, message)
@@ -192,14 +200,25 @@ def request_header(
     max_tokens: int | None = None,
     reasoning_effort: str | None = None,
     tools: Sequence[Mapping[str, Any]] = (),
+    defaults: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The request header a model request is sent with: ``{config, tools?}`` (empty ``tools`` omitted)."""
+    """The request header a model request is sent with: ``{config, adapterDefaults?, tools?}``.
+
+    ``defaults`` are the adapter's own values (``maxTokens``, ``reasoningEffort``) for
+    what the caller left unset: they fill ``config`` and are flagged ``true`` in
+    ``adapterDefaults``, as dsh logs them. Empty ``tools`` / ``adapterDefaults`` are omitted.
+    """
     config: dict[str, Any] = {"provider": provider, "model": model}
-    if max_tokens is not None:
-        config["maxTokens"] = max_tokens
-    if reasoning_effort is not None:
-        config["reasoningEffort"] = reasoning_effort
+    filled: dict[str, bool] = {}
+    for key, given in (("maxTokens", max_tokens), ("reasoningEffort", reasoning_effort)):
+        value = given if given is not None else (defaults or {}).get(key)
+        if given is None and value is not None:
+            filled[key] = True
+        if value is not None:
+            config[key] = value
     header: dict[str, Any] = {"config": config}
+    if filled:
+        header["adapterDefaults"] = {key: True for key in ("reasoningEffort", "maxTokens") if key in filled}
     if tools:
         header["tools"] = list(tools)
     return header

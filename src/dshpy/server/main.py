@@ -50,6 +50,8 @@ class ServeOptions:
     base_url: str | None = None
     max_tokens: int | None = None
     system: str | None = None
+    sdk_semantics: bool = False
+    """dsh's SDK runtime rules for dsh's methods (``dshpy-runtime``; :mod:`dshpy.server.sdk_gate`)."""
     max_steps: int = 25
     connect_timeout: float | None = None
     read_timeout: float | None = None
@@ -143,6 +145,7 @@ def run_server(options: ServeOptions, *, announce: bool = True) -> int:
         model_settings=model_settings,
         tools=tools,
         permissions=permissions,
+        sdk_semantics=options.sdk_semantics,
     )
     # Checked now (ModelConfigError), not at the first prompt: a malformed base URL is a
     # configuration mistake, and the server would otherwise start and only fail later.
@@ -202,6 +205,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         help="dsh profile patch list: its session-persistence-jsonl root/compression become the store",
     )
     parser.add_argument("--store", default=None, help="store URL (default: the profile's, else the default store)")
+    parser.add_argument(
+        "--system-file",
+        default=None,
+        metavar="FILE",
+        help="system prompt (default: a resumed session keeps its own, a new one gets dshpy's)",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="dshpy-runtime: %(levelname)s %(message)s")
     if not os.environ.get("DSHPY_HOME") and os.environ.get("DSH_HOME", "").strip():
@@ -216,11 +225,18 @@ def main(argv: Sequence[str] | None = None) -> None:
             if entry not in PERMISSION_ROWS:
                 note = f"dshpy-runtime: note: ignoring entry {entry!r} of dsh patch {path} (a dsh plugin)"
                 print(note, file=sys.stderr)
+        system = None
+        if args.system_file is not None:
+            from dshpy.agent.system_prompt import read_system_file
+
+            system = read_system_file(args.system_file)
         options = ServeOptions(
             store_url=args.store or patched.url,
             profile=args.profile,
             permissions=allowed.preset,
             approval=allowed.approval,
+            system=system,
+            sdk_semantics=True,
         )
         code = run_server(options)
     except ConfigError as error:  # a profile, the model route, a dsh patch, or telemetry's OTEL_* settings

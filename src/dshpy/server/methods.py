@@ -36,9 +36,11 @@ from typing import Any
 from dshpy.agent import Agent, TurnResult
 from dshpy.agent.builtin import builtin_tools
 from dshpy.agent.permissions import Permissions, record_permissions
+from dshpy.agent.system_prompt import system_prompt_for
 from dshpy.core.events import SessionEvent
-from dshpy.llm.client import DEFAULT_MODEL, ChatClient, ModelConfig, ModelConfigError, ModelTimeouts
-from dshpy.log.continuation import append_resume_marker, system_prompt_text
+from dshpy.llm.client import DEFAULT_MODEL, ModelConfig, ModelConfigError, ModelTimeouts
+from dshpy.llm.protocol import ModelClient, make_client
+from dshpy.log.continuation import append_resume_marker
 from dshpy.log.records import user_message
 from dshpy.log.session import Session
 from dshpy.sdk.model_settings import ModelSettings
@@ -65,6 +67,7 @@ from .protocol import (
     result_frame,
     rpc_error_of,
 )
+from .sdk_gate import SdkGate
 
 __all__ = ["SERVER_NAME", "Runtime", "ServerLimits", "ServerSettings"]
 
@@ -79,6 +82,8 @@ class ServerSettings:
     """Model and agent options (from the command line / profile; ``initialize`` may override)."""
 
     model: str | None = None
+    provider: str | None = None
+    """``deepseek-official``: DeepSeek's Anthropic-format Messages API (dsh's); otherwise OpenAI-compatible chat."""
     base_url: str | None = None
     max_tokens: int | None = None
     reasoning_effort: str | None = None
@@ -95,6 +100,9 @@ class ServerSettings:
     """The built-in tools each session's agent gets (``dshpy serve`` / ``dshpy-runtime``: all of them)."""
     permissions: Permissions = field(default_factory=Permissions)
     """What those tools may change; nobody answers approvals here, so escalations fail closed."""
+
+    sdk_semantics: bool = False
+    """dsh's SDK runtime rules for dsh's methods (``dshpy-runtime`` sets it): see :class:`SdkGate`."""
 
 
 def _text_size(blocks: Iterable[dict[str, Any]]) -> int:
@@ -154,9 +162,10 @@ class Runtime:
         self._opening: dict[str, asyncio.Future[None]] = {}
         self._sweeper: asyncio.TimerHandle | None = None
         self.closed = asyncio.Event()
-        self._client: ChatClient | None = None
-        self._client_model: str | None = None  # settings.model the client was built for (None: the default)
+        self._client: ModelClient | None = None
+        self._client_model: tuple[str | None, str | None] | None = None  # (provider, model) the client was built for
         self._retiring: set[asyncio.Task[None]] = set()
+        self.gate = SdkGate(store, enabled=self.settings.sdk_semantics)
         self._methods: dict[str, Handler] = {
             "initialize": self.initialize,
             "session/prompt": self.prompt,
@@ -196,7 +205,8 @@ class Runtime:
         method = self._methods.get(request.method)
         try:
             if method is None:
-                raise RpcError(METHOD_NOT_FOUND, f"method not found: {request.method}")
+                raise RpcError(METHOD_NOT_FOUND, self.gate.unknown_method_message(request.method))
+            self.gate.check_initialized(request.method)
             with remote_parent(request.params, headers):
                 result = await method(Params(request.params), peer)
         except asyncio.CancelledError:
@@ -297,16 +307,21 @@ class Runtime:
         if len(self.live):
             self._schedule_sweep()
 
-    def _model_client(self) -> ChatClient:
+    def _model_client(self) -> ModelClient:
         if self._client is None:
             settings = self.settings
             try:
                 config = ModelConfig.from_env(
-                    base_url=settings.base_url, model=settings.model, timeouts=settings.timeouts
+                    base_url=settings.base_url,
+                    model=settings.model,
+                    provider=settings.provider,
+                    timeouts=settings.timeouts,
                 )
                 window = settings.model_settings.context_window(config.model, settings.context_window)
-                self._client = ChatClient(replace(config, context_window=window))
-                self._client_model = settings.model
+                if window is None:
+                    window = config.context_window
+                self._client = make_client(replace(config, context_window=window))
+                self._client_model = (settings.provider, settings.model)
             except ModelConfigError as error:  # no API key, a malformed base URL: never worth retrying
                 raise RpcError(MODEL_NOT_CONFIGURED, str(error)) from None
         return self._client
@@ -319,7 +334,7 @@ class Runtime:
         one (and new agents), so the choice is never silently ignored.
         """
         client = self._client
-        if client is None or self._client_model == self.settings.model:
+        if client is None or self._client_model == (self.settings.provider, self.settings.model):
             return
         if any(live.running or live.notice_pending for live in self.live):
             return  # a notice waits in an agent's inbox: adopt once its turn has claimed it
@@ -333,11 +348,11 @@ class Runtime:
     def _agent(self, live: Live) -> Agent:
         if live.agent is None:
             settings = self.settings
-            system = settings.system_prompt
             live.agent = Agent(
                 live.session,
                 self._model_client(),
-                system_prompt=system if system is not None else system_prompt_text(live.session),
+                system_prompt=system_prompt_for(live.session, settings.system_prompt),
+                instructions_dir=live.cwd,
                 max_steps=settings.max_steps,
                 max_tokens=settings.max_tokens,
                 reasoning_effort=settings.reasoning_effort,
@@ -381,14 +396,23 @@ class Runtime:
 
     async def _work(self, live: Live) -> None:
         sid = live.session.id
-        self._publish("session.status", {"sessionId": sid, "status": "running"}, sid)
+        announced = False
+
+        def announce(_update: object) -> None:
+            # dsh reports the agent busy after the prompt's inbox receipt: the official SDK
+            # drops every notification before that receipt, a "running" status included.
+            nonlocal announced
+            if not announced:
+                announced = True
+                self._publish("session.status", {"sessionId": sid, "status": "running"}, sid)
+
         try:
             while live.queue:
                 item = self.live.pop(live)
                 agent = self._agent(live)
                 try:
                     with within_context(item.trace):
-                        result = await agent.run(item.message)
+                        result = await agent.run(item.message, on_event=announce)
                 except asyncio.CancelledError:
                     if item.future is not None and not item.future.done():
                         item.future.cancel()
@@ -485,13 +509,17 @@ class Runtime:
             changes["cwd"] = os.path.abspath(cwd)
         if model is not None and model != self.settings.model:
             changes["model"] = model
+        if provider is not None and provider != self.settings.provider:
+            changes["provider"] = provider
         if effort is not None:
             changes["reasoning_effort"] = effort
         if max_tokens is not None:
             changes["max_tokens"] = max_tokens
+        self.gate.initialized = True
         if changes:
             self.settings = replace(self.settings, **changes)
-            if "model" in changes and self._client is not None and not any(x.running for x in self.live):
+            rebuild = "model" in changes or "provider" in changes
+            if rebuild and self._client is not None and not any(x.running for x in self.live):
                 await self._client.close()
                 self._client = None
                 for live in self.live:
@@ -511,14 +539,19 @@ class Runtime:
         blocks = p.content_blocks()
         size = _text_size(blocks)
         self.live.check_bytes(size, session_id)  # before a new session is created for a prompt it would refuse
+        self.gate.check_create(session_id)
         live = await self._open(session_id, create=True)
+        self.gate.opened(session_id)
         message = user_message(blocks)
         self._enqueue(live, Queued(message, size))
         return {"messageId": message["id"]}
 
     async def resume(self, p: Params, _peer: Peer | None) -> Any:
         """dsh's ``session/resume``: hold a stored session live, repairing an interrupted tail; -32001 if absent."""
-        await self._open(p.session_id(), create=False)
+        session_id = p.session_id()
+        self.gate.check_resume(session_id)
+        await self._open(session_id, create=False)
+        self.gate.opened(session_id)
         return {}
 
     async def wait(self, p: Params, _peer: Peer | None) -> Any:
@@ -548,7 +581,10 @@ class Runtime:
         If that directory no longer exists, it falls back to the one the session was
         created in (or the server's), so a client is never handed a path it cannot use.
         """
-        live = await self._open(p.session_id(), create=True)
+        session_id = p.session_id()
+        self.gate.check_create(session_id)
+        live = await self._open(session_id, create=True)
+        self.gate.opened(session_id)
         if not os.path.isdir(live.cwd):  # recover a vanished directory to the session's origin
             live.cwd = live.session.header.cwd or self.settings.cwd
         return {"cwd": live.cwd}
@@ -563,7 +599,9 @@ class Runtime:
         """
         session_id = p.session_id()
         path = p.string("path", max_length=4096)
+        self.gate.check_create(session_id)
         live = await self._open(session_id, create=True)
+        self.gate.opened(session_id)
         target = os.path.abspath(os.path.join(live.cwd, os.path.expanduser(path)))
         if not os.path.isdir(target):
             raise RpcError(INVALID_PARAMS, f"invalid params: path {target!r} is not a directory", {"field": "path"})
@@ -571,6 +609,8 @@ class Runtime:
             before = live.cwd
             live.session.append("working-directory/change", {"cwd": target})
             live.cwd = target
+            if live.agent is not None:
+                live.agent.instructions_dir = target  # the new directory's AGENTS.md enters the next turn
             notice = f"The working directory changed from {before} to {target}."
             with contextlib.suppress(RpcError):  # no model configured: the change is logged, no notice
                 self._agent(live).inject(notice, source={"kind": "working-directory"})

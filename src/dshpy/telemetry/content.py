@@ -42,11 +42,7 @@ def _parts_of_chat(message: Mapping[str, Any]) -> list[dict[str, Any]]:
         if content:
             parts.append({"type": "text", "content": content})
     elif isinstance(content, list):
-        parts.extend(
-            {"type": "text", "content": part.get("text", "")}
-            for part in content
-            if isinstance(part, Mapping) and part.get("type") == "text"
-        )
+        parts.extend(_parts_of_blocks(content))
     for call in message.get("tool_calls") or ():
         function = call.get("function") if isinstance(call, Mapping) else None
         if isinstance(function, Mapping):
@@ -58,6 +54,26 @@ def _parts_of_chat(message: Mapping[str, Any]) -> list[dict[str, Any]]:
                     "arguments": function.get("arguments"),
                 }
             )
+    return parts
+
+
+def _parts_of_blocks(content: Iterable[Any]) -> list[dict[str, Any]]:
+    """Content blocks as sent (chat text parts, or the Messages API's thinking, tool_use, tool_result) as parts."""
+    parts: list[dict[str, Any]] = []
+    for block in content:
+        kind = block.get("type") if isinstance(block, Mapping) else None
+        if kind == "text":
+            parts.append({"type": "text", "content": block.get("text", "")})
+        elif kind == "thinking":
+            parts.append({"type": "reasoning", "content": block.get("thinking", "")})
+        elif kind == "tool_use":
+            arguments = block.get("input")
+            parts.append(
+                {"type": "tool_call", "id": block.get("id"), "name": block.get("name"), "arguments": arguments}
+            )
+        elif kind == "tool_result":
+            response = "".join(b.get("text", "") for b in block.get("content") or () if isinstance(b, Mapping))
+            parts.append({"type": "tool_call_response", "id": block.get("tool_use_id"), "response": response})
     return parts
 
 

@@ -1,4 +1,4 @@
-"""A scripted OpenAI-compatible chat-completions server on 127.0.0.1, for tests and benchmarks.
+"""A scripted model server on 127.0.0.1 (chat completions and Anthropic Messages), for tests and benchmarks.
 
 Agent code talks to models over HTTP, and most of what can go wrong is HTTP: a 429
 with ``Retry-After``, a 500, a stream that stops half-way, a server that never
@@ -19,7 +19,12 @@ realistic numbers.
     with FakeModelServer([Reply.tool_calls(("read_file", '{"path": "a.txt"}')), Reply.text("done")]) as server:
         client = ChatClient(ModelConfig.from_env(base_url=server.base_url, api_key="test", env={}))
 
-Streams speak DeepSeek's dialect of the protocol: ``reasoning_content`` deltas,
+``POST …/v1/messages`` is answered in the Anthropic Messages dialect instead, from the
+same script (:mod:`dshpy.testing.fake_messages`): thinking blocks with the reply's
+``signature``, ``tool_use`` with ``input_json_delta``, usage with cache reads, and
+Anthropic error bodies (:meth:`Reply.overloaded`, :meth:`Reply.fail`).
+
+Chat streams speak DeepSeek's dialect of the protocol: ``reasoning_content`` deltas,
 ``tool_calls`` deltas (index, id and name first, then argument fragments) and a usage
 object with ``prompt_cache_hit_tokens`` / ``prompt_cache_miss_tokens`` beside the
 OpenAI fields.
@@ -38,6 +43,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
+
+from dshpy.testing.fake_messages import MessagesRenderer, anthropic_error_body
 
 __all__ = ["FakeModelServer", "Reply", "Responder", "SilentPort", "ToolCall", "Usage", "prompt_tokens"]
 
@@ -100,9 +107,13 @@ class Reply:
     body: Any = None
     stop_after: int | None = None
     """Send only this many chunks, then break off (see ``ending``)."""
-    ending: Literal["done", "cut", "stall"] = "done"
+    ending: Literal["done", "cut", "stall", "error"] = "done"
     chunk_delay: float = 0.0
     """Seconds to sleep before each chunk (to make streams observably live)."""
+    signature: str | None = None
+    """The thinking block's signature, sent (Messages dialect only) as a ``signature_delta``."""
+    stream_error: str | None = None
+    """With ``ending="error"``: the in-band error type sent after ``stop_after`` chunks."""
 
     # -- streams ------------------------------------------------------------------
 
@@ -117,8 +128,13 @@ class Reply:
         usage_at: UsagePosition = "finish",
         finish: str = "stop",
         chunk_delay: float = 0.0,
+        signature: str | None = None,
     ) -> Reply:
-        """A text answer (optionally after a ``reasoning_content`` block), streamed in ``pieces`` deltas."""
+        """A text answer (optionally after a ``reasoning_content`` block), streamed in ``pieces`` deltas.
+
+        ``signature`` signs the reasoning (a thinking block's ``signature_delta`` in the
+        Messages dialect; the chat dialect has no signatures).
+        """
         return cls.stream(
             text=text,
             reasoning=reasoning,
@@ -127,6 +143,7 @@ class Reply:
             usage_at=usage_at,
             finish=finish,
             chunk_delay=chunk_delay,
+            signature=signature,
         )
 
     @classmethod
@@ -139,6 +156,7 @@ class Reply:
         usage: Usage | None = Usage(),
         usage_at: UsagePosition = "finish",
         chunk_delay: float = 0.0,
+        signature: str | None = None,
     ) -> Reply:
         """Tool calls (``ToolCall`` or ``(name, arguments[, id])``), after optional reasoning and text."""
         specs = [c if isinstance(c, ToolCall) else ToolCall(c[0], c[1], c[2] if len(c) > 2 else None) for c in calls]
@@ -151,6 +169,7 @@ class Reply:
             usage_at=usage_at,
             finish="tool_calls",
             chunk_delay=chunk_delay,
+            signature=signature,
         )
 
     @classmethod
@@ -170,6 +189,7 @@ class Reply:
         usage_at: UsagePosition = "finish",
         finish: str | None = "stop",
         chunk_delay: float = 0.0,
+        signature: str | None = None,
     ) -> Reply:
         """The general form: reasoning, then text, then tool calls, then the finish and usage chunks."""
         chunks: list[dict[str, Any]] = [{"delta": {"role": "assistant", "content": ""}}]
@@ -205,7 +225,7 @@ class Reply:
             chunks.append(final)
         if usage is not None and usage_at == "separate":
             chunks.append({"usage": usage.to_json(), "choices": []})
-        return cls(chunks=tuple(chunks), chunk_delay=chunk_delay)
+        return cls(chunks=tuple(chunks), chunk_delay=chunk_delay, signature=signature)
 
     @classmethod
     def deltas(cls, *pieces: str, usage: Usage | None = Usage(), chunk_delay: float = 0.0) -> Reply:
@@ -226,6 +246,15 @@ class Reply:
     def cut(self, after: int) -> Reply:
         """This stream, broken off after ``after`` chunks: the connection closes with no ``[DONE]``."""
         return replace(self, stop_after=after, ending="cut")
+
+    def fail(self, after: int, error_type: str = "overloaded_error") -> Reply:
+        """This stream, ended after ``after`` chunks by an in-band error event of ``error_type``.
+
+        Messages dialect: ``event: error`` with ``{"type": "error", "error": {"type": …}}``;
+        chat dialect: a ``data:`` chunk holding ``{"error": {…}}``, as OpenAI-compatible
+        servers report a failure mid-stream.
+        """
+        return replace(self, stop_after=after, ending="error", stream_error=error_type)
 
     def stall(self, after: int) -> Reply:
         """This stream, paused after ``after`` chunks until :meth:`FakeModelServer.release` or close."""
@@ -280,6 +309,11 @@ class Reply:
         )
 
     @classmethod
+    def overloaded(cls) -> Reply:
+        """529 ``overloaded_error``, as Anthropic-format APIs answer when they shed load."""
+        return cls.error(529, "Overloaded", type="overloaded_error")
+
+    @classmethod
     def unauthorized(cls) -> Reply:
         """401, as DeepSeek answers an unknown key."""
         return cls.error(
@@ -329,6 +363,9 @@ def prompt_tokens(request: dict[str, Any]) -> int:
     tokens = 0
     for message in request.get("messages") or ():
         tokens += _MESSAGE_OVERHEAD + math.ceil(_message_chars(message) / _CHARS_PER_TOKEN)
+    system = request.get("system")
+    if system:
+        tokens += _MESSAGE_OVERHEAD + math.ceil(len(json.dumps(system, ensure_ascii=False)) / _CHARS_PER_TOKEN)
     tools = request.get("tools")
     if tools:
         tokens += math.ceil(len(json.dumps(tools, ensure_ascii=False)) / _CHARS_PER_TOKEN)
@@ -392,7 +429,8 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             self._json(400, {"error": {"message": "request body is not JSON", "type": "invalid_request_error"}})
             return
-        if not self.path.rstrip("/").endswith("/chat/completions"):
+        messages_api = self.path.split("?")[0].rstrip("/").endswith("/messages")
+        if not messages_api and not self.path.rstrip("/").endswith("/chat/completions"):
             self._json(404, {"error": {"message": f"no route {self.path}", "type": "invalid_request_error"}})
             return
         prompt = prompt_tokens(body) if isinstance(body, dict) else 0
@@ -415,10 +453,13 @@ class _Handler(BaseHTTPRequestHandler):
             return
         try:
             if reply.kind == "error":
-                self._json(reply.status, reply.body, reply.headers)
+                error_body = anthropic_error_body(reply.status, reply.body) if messages_api else reply.body
+                self._json(reply.status, error_body, reply.headers)
             elif reply.kind == "hang":
                 self._wait(state.closing)
                 self.close_connection = True
+            elif messages_api:
+                self._stream_messages(reply, body, number)
             else:
                 self._stream(reply, body, number)
         except (BrokenPipeError, ConnectionResetError):  # the client went away (cancel, kill): nothing to do
@@ -477,16 +518,52 @@ class _Handler(BaseHTTPRequestHandler):
             if state.context_window is not None and isinstance(chunk.get("usage"), dict):
                 chunk["usage"] = _with_prompt(chunk["usage"], state.prompt_sizes[number])
             self._send_chunk(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+        if reply.stop_after is not None and reply.ending == "error":
+            error = {"error": {"message": f"fake {reply.stream_error}", "type": reply.stream_error, "code": None}}
+            self._send_chunk(b"data: " + json.dumps(error).encode() + b"\n\n")
+        elif self._break_off(reply):
+            return
+        else:
+            self._send_chunk(b"data: [DONE]\n\n")
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+
+    def _break_off(self, reply: Reply) -> bool:
+        """End a stalled or cut reply (True), or do nothing (False)."""
+        state = self.server.state
         if reply.stop_after is not None and reply.ending == "stall":
             self._wait(state.release, state.closing)
             self.close_connection = True
-            return
+            return True
         if reply.stop_after is not None and reply.ending == "cut":
             self.close_connection = True
             self.wfile.flush()
             self.connection.shutdown(socket.SHUT_RDWR)  # no terminating chunk: the body is incomplete
+            return True
+        return False
+
+    def _stream_messages(self, reply: Reply, request: dict[str, Any], number: int) -> None:
+        """The reply as Messages API events (see :mod:`dshpy.testing.fake_messages`)."""
+        state = self.server.state
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        prompt = state.prompt_sizes[number] if state.context_window is not None else None
+        renderer = MessagesRenderer(str(request.get("model", "fake-model")), reply.signature, prompt)
+        chunks = reply.chunks if reply.stop_after is None else reply.chunks[: reply.stop_after]
+        for part in chunks:
+            if reply.chunk_delay:
+                time.sleep(reply.chunk_delay)
+            group = renderer.group(part, reply.chunks, number)
+            if group:
+                self._send_chunk(b"".join(group))
+        if reply.stop_after is not None and reply.ending == "error":
+            error = {"type": "error", "error": {"type": reply.stream_error, "message": f"fake {reply.stream_error}"}}
+            self._send_chunk(f"event: error\ndata: {json.dumps(error)}\n\n".encode())
+        elif self._break_off(reply):
             return
-        self._send_chunk(b"data: [DONE]\n\n")
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
 

@@ -82,5 +82,16 @@ def test_runtime_runs_bash_under_the_patched_preset(tmp_path: Path) -> None:
     assert [e["seq"] for e in events[:3]] == [0, 1, 2]
     [result] = [e for e in events if e["type"] == "tool/result"]
     assert result["data"]["message"]["content"] == [{"type": "text", "text": "hi\n"}]
-    assert requests[1]["messages"][-1] == {"role": "tool", "tool_call_id": "toolu_1", "content": "hi\n"}
-    assert "bash" in [tool["function"]["name"] for tool in requests[0]["tools"]]
+    # dshpy-runtime speaks the Messages API, as dsh does for the SDK's default provider
+    assert requests[1]["messages"][-1] == {
+        "role": "user",
+        "content": [
+            {
+                "type": "tool_result",
+                "tool_use_id": "toolu_1",
+                "content": [{"type": "text", "text": "hi\n"}],
+                "is_error": False,
+            }
+        ],
+    }
+    assert "bash" in [tool["name"] for tool in requests[0]["tools"]]

@@ -1,0 +1,307 @@
+"""What the UI's JSON endpoints answer, computed from one store through :mod:`dshpy.query`.
+
+Every answer is plain JSON (camelCase keys, as the JSON-RPC methods use). Folding a
+log's surface is the one costly step (it reads every surface event), so the fold and
+the transcript built from it are cached per session and log length: a 100k-event
+session is folded once, then every page of its timeline or transcript is a range read.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from dshpy.core.events import SessionEvent, SurfaceReplace
+from dshpy.core.json import thaw
+from dshpy.projections.builtins._stream import last_usage
+from dshpy.query import SessionQuery
+from dshpy.query.errors import InvalidQueryError
+from dshpy.query.surface_trace import SURFACE_TYPES, SurfaceTrace, trace_surface
+from dshpy.storage.contract import SessionStore
+
+from .transcript import TRANSCRIPT_TYPES, transcript_items
+
+__all__ = ["CostEstimate", "LIST_PAGE", "TIMELINE_PAGE", "TRANSCRIPT_PAGE", "UiData"]
+
+LIST_PAGE = 50
+TIMELINE_PAGE = 200
+TRANSCRIPT_PAGE = 150
+MAX_PAGE = 1000
+_CACHED_SESSIONS = 8
+_MAX_TREE = 200  # fork-tree nodes given a boundary (each costs one indexed read)
+_TAIL = 64  # events read from a log's end to find its last turn's outcome
+_USAGE_KEYS = ("inputTokens", "cacheReadTokens", "cacheWriteTokens", "outputTokens", "reasoningTokens")
+_USAGE_TYPES = ("turn/start", "turn/end", "step/start", "step/end", "assistant/message", "assistant/attempt")
+
+
+def _page_size(value: str | None, default: int) -> int:
+    if value is None or value == "":
+        return default
+    if not value.isdigit() or not 1 <= int(value) <= MAX_PAGE:
+        raise InvalidQueryError("SESSION_QUERY_INVALID_FILTER", f"limit must be an integer 1..{MAX_PAGE}, not {value!r}")
+    return int(value)
+
+
+def _seq_param(name: str, value: str | None) -> int:
+    if value is None or value == "":
+        return 0
+    if not value.isdigit():
+        raise InvalidQueryError("SESSION_QUERY_INVALID_FILTER", f"{name} must be a non-negative integer, not {value!r}")
+    return int(value)
+
+
+class _Folded:
+    """One session's surface fold and transcript, valid while its log has ``length`` events."""
+
+    def __init__(self, length: int, trace: SurfaceTrace, items: list[dict[str, Any]]) -> None:
+        self.length = length
+        self.trace = trace
+        self.items = items
+
+
+CostEstimate = Callable[[Mapping[str, Any]], "dict[str, Any] | None"]
+"""Prices a ``usage`` projection value (``dshpy ui`` passes the configured price table's estimate)."""
+
+
+class UiData:
+    """The UI's queries over ``store``; thread-safe (the server runs them in worker threads)."""
+
+    def __init__(self, store: SessionStore, *, cost: CostEstimate | None = None) -> None:
+        self.store = store
+        self._cost_of = cost
+        self.query = SessionQuery(store)
+        self._folds: OrderedDict[str, _Folded] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def _cost(self, usage: Any) -> dict[str, Any] | None:
+        if self._cost_of is None or not isinstance(usage, dict):
+            return None
+        return self._cost_of(usage)
+
+    # -- the session list ------------------------------------------------------------------
+
+    def sessions(self, params: Mapping[str, str]) -> dict[str, Any]:
+        """A page of sessions (roots with their forks nested, unless a filter is set), or search hits for ``q``."""
+        filters: dict[str, Any] = {}
+        if params.get("title"):
+            filters["title"] = params["title"]
+        if params.get("cwd"):
+            filters["cwd"] = [params["cwd"]]
+        if params.get("state"):
+            filters["state"] = [params["state"]]
+        limit = _page_size(params.get("limit"), LIST_PAGE)
+        text = params.get("q", "").strip()
+        if text:
+            return self._search(text, filters, limit, params.get("cursor") or None)
+        nested = not filters
+        if nested:
+            filters["parent"] = [None]
+        page = self.query.list(filters, limit=limit, cursor=params.get("cursor") or None)
+        rows = [self._row(summary.to_dict()) for summary in page.sessions]
+        if nested:
+            self._nest(rows)
+        return {"sessions": rows, "nextCursor": page.next_cursor, "nested": nested}
+
+    def _search(self, text: str, filters: dict[str, Any], limit: int, cursor: str | None) -> dict[str, Any]:
+        hits = self.query.search(text, filters=filters, limit=min(limit, 100), cursor=cursor)
+        ids = list(dict.fromkeys(hit.session_id for hit in hits.hits))
+        rows: dict[str, dict[str, Any]] = {}
+        if ids:
+            for summary in self.query.list({"ids": ids}, limit=len(ids)).sessions:
+                rows[summary.id] = self._row(summary.to_dict())
+        listed = []
+        for session_id in ids:
+            row = rows.get(session_id)
+            if row is not None:
+                row["hits"] = [h.to_dict() for h in hits.hits if h.session_id == session_id]
+                listed.append(row)
+        return {"sessions": listed, "nextCursor": hits.next_cursor, "nested": False, "search": text}
+
+    def _nest(self, rows: list[dict[str, Any]], depth: int = 0) -> None:
+        """Attach each row's forks (and theirs, a few levels deep) as ``children``."""
+        wanted = [fork for row in rows for fork in row.get("forks") or ()]
+        if not wanted or depth > 4:
+            return
+        children = [self._row(s.to_dict()) for s in self.query.list({"ids": wanted}, limit=min(len(wanted), 100)).sessions]
+        by_parent: dict[str, list[dict[str, Any]]] = {}
+        for child in children:
+            by_parent.setdefault(child.get("parentSession") or "", []).append(child)
+        for row in rows:
+            row["children"] = sorted(by_parent.get(row["id"], []), key=lambda r: r["createdAt"])
+        self._nest(children, depth + 1)
+
+    def _row(self, summary: dict[str, Any]) -> dict[str, Any]:
+        """A listing row: the summary plus tokens, cost and the last turn's outcome."""
+        session_id = summary["id"]
+        try:
+            values = self.store.projections(session_id)["values"]
+            usage = thaw(values.get("usage")) if "usage" in values else None
+        except Exception as error:  # a damaged log still lists, with why
+            summary["error"] = summary.get("error") or str(error)
+            return summary
+        summary["tokens"] = (usage or {}).get("total")
+        summary["cost"] = self._cost(usage)
+        summary["lastOutcome"] = self._last_outcome(session_id, summary.get("eventCount") or 0)
+        return summary
+
+    def _last_outcome(self, session_id: str, length: int) -> str | None:
+        outcome = None
+        for event in self.store.read(session_id, max(0, length - _TAIL)):
+            if event.type == "turn/end":
+                reason = thaw(event.data).get("reason")
+                outcome = reason.get("kind") if isinstance(reason, dict) else None
+            elif event.type == "turn/start":
+                outcome = "running"
+        return outcome
+
+    # -- one session -----------------------------------------------------------------------
+
+    def session(self, session_id: str) -> dict[str, Any]:
+        """Header, projections (title, lifecycle, usage, stats), lineage and cost of one session."""
+        view = self.query.inspect(session_id).to_dict()
+        lineage = self.query.trace_session(session_id).to_dict()
+        self._boundaries(lineage)
+        view["lineage"] = lineage
+        usage = view["projections"].get("usage")
+        view["cost"] = self._cost(usage)
+        view["lastOutcome"] = self._last_outcome(session_id, view["eventCount"])
+        return view
+
+    def _boundaries(self, lineage: dict[str, Any]) -> None:
+        """Give each fork in ``lineage`` its ``boundary``: the last seq it inherited (its seed marker's seq - 1)."""
+        nodes: list[dict[str, Any]] = [lineage["target"], *lineage["ancestors"]]
+        pending = list(lineage["descendants"])
+        while pending and len(nodes) < _MAX_TREE:
+            node = pending.pop()
+            nodes.append(node["session"])
+            pending.extend(node["forks"])
+        for info in nodes:
+            if info.get("parentSession"):
+                marker = next(iter(self.store.read_types(info["id"], ("session/end-seed",))), None)
+                info["boundary"] = None if marker is None else marker.seq - 1
+
+    def _fold(self, session_id: str) -> _Folded:
+        """The session's fold as of its current length: cached, extended by what was appended since, or new."""
+        length = self.store.stat(session_id).event_count
+        with self._lock:
+            cached = self._folds.get(session_id)
+            if cached is not None and cached.length == length:
+                self._folds.move_to_end(session_id)
+                return cached
+        folded = self._extend(session_id, cached, length) if cached is not None and cached.length < length else None
+        if folded is None:
+            events = self._transcript_events(session_id, 0, length)
+            trace = trace_surface(session_id, (e for e in events if e.type in SURFACE_TYPES))
+            folded = _Folded(length, trace, transcript_items(events, trace))
+        with self._lock:
+            self._folds[session_id] = folded
+            self._folds.move_to_end(session_id)
+            while len(self._folds) > _CACHED_SESSIONS:
+                self._folds.popitem(last=False)
+        return folded
+
+    def _transcript_events(self, session_id: str, start: int, length: int) -> list[SessionEvent]:
+        events = self.store.read_types(session_id, TRANSCRIPT_TYPES, start)
+        return list(itertools.takewhile(lambda e: e.seq < length, events))
+
+    def _extend(self, session_id: str, cached: _Folded, length: int) -> _Folded | None:
+        """Fold only the events appended since ``cached``; ``None`` when one replaces others (then refold all)."""
+        events = self._transcript_events(session_id, cached.length, length)
+        if any(isinstance(e.surface_op, SurfaceReplace) for e in events):
+            return None
+        trace = copy.deepcopy(cached.trace)  # the cached fold may be serving another request right now
+        trace_surface(session_id, (e for e in events if e.type in SURFACE_TYPES), into=trace)
+        return _Folded(length, trace, [*cached.items, *transcript_items(events, trace)])
+
+    def transcript(self, session_id: str, params: Mapping[str, str]) -> dict[str, Any]:
+        """``limit`` top-level transcript items from seq ``from`` on, from item ``offset``, or the last ones (``tail=1``)."""
+        folded = self._fold(session_id)
+        limit = _page_size(params.get("limit"), TRANSCRIPT_PAGE)
+        items = folded.items
+        if params.get("tail") == "1":
+            start = max(0, len(items) - limit)
+        elif params.get("offset"):
+            start = min(_seq_param("offset", params.get("offset")), len(items))
+        else:
+            from_seq = _seq_param("from", params.get("from"))
+            start = next((i for i, item in enumerate(items) if item["at"] >= from_seq), len(items))
+        page = items[start : start + limit]
+        return {
+            "sessionId": session_id,
+            "items": page,
+            "total": len(items),
+            "offset": start,
+            "eventCount": folded.length,
+        }
+
+    def events(self, session_id: str, params: Mapping[str, str]) -> dict[str, Any]:
+        """A page of the raw log from seq ``from``; ``visible=1`` keeps only what is on the model's surface now."""
+        from_seq = _seq_param("from", params.get("from"))
+        limit = _page_size(params.get("limit"), TIMELINE_PAGE)
+        visible = params.get("visible") == "1"
+        folded = self._fold(session_id)
+        trace = folded.trace
+        source = (
+            self.store.read_types(session_id, SURFACE_TYPES, from_seq) if visible else self.store.read(session_id, from_seq)
+        )
+        entries: list[dict[str, Any]] = []
+        next_seq = None
+        for event in source:
+            if event.seq >= folded.length:
+                break
+            where = trace.surface_of(event.seq)
+            if visible and where != "current":
+                continue
+            if len(entries) == limit:
+                next_seq = event.seq
+                break
+            entries.append({"event": thaw(event.to_wire()), "surface": where})
+        return {"sessionId": session_id, "entries": entries, "nextSeq": next_seq, "eventCount": folded.length}
+
+    def usage(self, session_id: str) -> dict[str, Any]:
+        """Tokens per turn (input, cached, output, reasoning; failed attempts included) and time per step."""
+        view = self.query.inspect(session_id)
+        turns: dict[int, dict[str, Any]] = {}
+        steps: list[dict[str, Any]] = []
+        open_steps: dict[tuple[int, int], SessionEvent] = {}
+        for event in self.store.read_types(session_id, _USAGE_TYPES):
+            data = thaw(event.data)
+            turn = data.get("turn") if isinstance(data, dict) else None
+            if not isinstance(turn, int):
+                continue
+            row = turns.setdefault(turn, {"turn": turn, **{k: 0 for k in _USAGE_KEYS}, "calls": 0, "failed": 0})
+            if event.type == "turn/start":
+                row["start"] = event.time
+            elif event.type == "turn/end":
+                row["end"] = event.time
+                reason = data.get("reason")
+                row["outcome"] = reason.get("kind") if isinstance(reason, dict) else None
+            elif event.type == "step/start":
+                open_steps[(turn, data.get("step", 0))] = event
+            elif event.type == "step/end":
+                started = open_steps.pop((turn, data.get("step", 0)), None)
+                if started is not None:
+                    steps.append({"turn": turn, "step": data.get("step"), "ms": max(0, event.time - started.time)})
+            else:
+                found = data.get("usage") if event.type == "assistant/message" else None
+                counts = found if isinstance(found, dict) else last_usage(data.get("stream"))
+                row["calls" if event.type == "assistant/message" else "failed"] += 1
+                for key in _USAGE_KEYS:
+                    value = counts.get(key) if isinstance(counts, dict) else None
+                    if type(value) is int and value >= 0:
+                        row[key] += value
+        usage = view.projections.get("usage")
+        return {
+            "sessionId": session_id,
+            "turns": [turns[t] for t in sorted(turns)],
+            "steps": steps,
+            "total": thaw(usage).get("total") if isinstance(usage, dict) else None,
+            "stats": thaw(view.projections.get("stats")),
+            "cost": self._cost(thaw(usage) if usage is not None else None),
+        }
+
+

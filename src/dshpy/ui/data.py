@@ -42,7 +42,9 @@ def _page_size(value: str | None, default: int) -> int:
     if value is None or value == "":
         return default
     if not value.isdigit() or not 1 <= int(value) <= MAX_PAGE:
-        raise InvalidQueryError("SESSION_QUERY_INVALID_FILTER", f"limit must be an integer 1..{MAX_PAGE}, not {value!r}")
+        raise InvalidQueryError(
+            "SESSION_QUERY_INVALID_FILTER", f"limit must be an integer 1..{MAX_PAGE}, not {value!r}"
+        )
     return int(value)
 
 
@@ -126,7 +128,9 @@ class UiData:
         wanted = [fork for row in rows for fork in row.get("forks") or ()]
         if not wanted or depth > 4:
             return
-        children = [self._row(s.to_dict()) for s in self.query.list({"ids": wanted}, limit=min(len(wanted), 100)).sessions]
+        children = [
+            self._row(s.to_dict()) for s in self.query.list({"ids": wanted}, limit=min(len(wanted), 100)).sessions
+        ]
         by_parent: dict[str, list[dict[str, Any]]] = {}
         for child in children:
             by_parent.setdefault(child.get("parentSession") or "", []).append(child)
@@ -246,7 +250,9 @@ class UiData:
         folded = self._fold(session_id)
         trace = folded.trace
         source = (
-            self.store.read_types(session_id, SURFACE_TYPES, from_seq) if visible else self.store.read(session_id, from_seq)
+            self.store.read_types(session_id, SURFACE_TYPES, from_seq)
+            if visible
+            else self.store.read(session_id, from_seq)
         )
         entries: list[dict[str, Any]] = []
         next_seq = None
@@ -303,5 +309,3 @@ class UiData:
             "stats": thaw(view.projections.get("stats")),
             "cost": self._cost(thaw(usage) if usage is not None else None),
         }
-
-

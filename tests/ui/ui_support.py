@@ -14,7 +14,7 @@ from dshpy.storage.contract import SessionStore
 from dshpy.testing.showcase import Showcase
 from dshpy.ui import UiServer
 
-HOSTILE = '<script>alert("x")</script><img src=x onerror="alert(1)"> & <b>bold?</b>'
+HOSTILE = '<script>window.__xss = 1</script><img src=x onerror="window.__xss = 2; alert(1)"> & <b>bold?</b>'
 
 
 @dataclass

@@ -555,14 +555,15 @@
     const slot = (width - pad) / Math.max(1, rows.length);
     rows.forEach((row, i) => {
       let y = height;
+      const group = svg("g", { class: "bar" }, svg("title", {}, row.label + ": " + row.values.map(fmtNum).join(" + ")));
+      chart.appendChild(group);
       row.values.forEach((value, k) => {
         const h = (value / max) * (height - 16);
         if (h <= 0) return;
         y -= h;
         const barWidth = Math.max(1, Math.min(36, slot * 0.7));
         const bar = svg("rect", { x: pad + i * slot + (slot - barWidth) / 2, y, width: barWidth, height: h, fill: colors[k], rx: 2 });
-        bar.appendChild(svg("title", {}, row.label + ": " + fmtNum(value)));
-        chart.appendChild(bar);
+        group.appendChild(bar);
       });
     });
     if (rows.length <= 40) {

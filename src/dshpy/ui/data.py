@@ -19,7 +19,7 @@ from dshpy.core.events import SessionEvent, SurfaceReplace
 from dshpy.core.json import thaw
 from dshpy.projections.builtins._stream import last_usage
 from dshpy.query import SessionQuery
-from dshpy.query.errors import InvalidQueryError
+from dshpy.query.errors import InvalidQueryError, QueryError
 from dshpy.query.surface_trace import SURFACE_TYPES, SurfaceTrace, trace_surface
 from dshpy.storage.contract import SessionStore
 
@@ -32,6 +32,7 @@ TIMELINE_PAGE = 200
 TRANSCRIPT_PAGE = 150
 MAX_PAGE = 1000
 _CACHED_SESSIONS = 8
+_TAIL_WINDOW = 3000  # events a transcript's last page is first folded from (see UiData._tail)
 _MAX_TREE = 200  # fork-tree nodes given a boundary (each costs one indexed read)
 _TAIL = 64  # events read from a log's end to find its last turn's outcome
 _USAGE_KEYS = ("inputTokens", "cacheReadTokens", "cacheWriteTokens", "outputTokens", "reasoningTokens")
@@ -77,6 +78,8 @@ class UiData:
         self._cost_of = cost
         self.query = SessionQuery(store)
         self._folds: OrderedDict[str, _Folded] = OrderedDict()
+        self._folding: set[str] = set()
+        self._fold_locks: dict[str, threading.Lock] = {}
         self._lock = threading.Lock()
 
     def _cost(self, usage: Any) -> dict[str, Any] | None:
@@ -190,6 +193,12 @@ class UiData:
 
     def _fold(self, session_id: str) -> _Folded:
         """The session's fold as of its current length: cached, extended by what was appended since, or new."""
+        with self._lock:
+            guard = self._fold_locks.setdefault(session_id, threading.Lock())
+        with guard:  # one fold per session at a time: a second request waits for the first, then hits the cache
+            return self._fold_locked(session_id)
+
+    def _fold_locked(self, session_id: str) -> _Folded:
         length = self.store.stat(session_id).event_count
         with self._lock:
             cached = self._folds.get(session_id)
@@ -205,7 +214,8 @@ class UiData:
             self._folds[session_id] = folded
             self._folds.move_to_end(session_id)
             while len(self._folds) > _CACHED_SESSIONS:
-                self._folds.popitem(last=False)
+                evicted, _ = self._folds.popitem(last=False)
+                self._fold_locks.pop(evicted, None)
         return folded
 
     def _transcript_events(self, session_id: str, start: int, length: int) -> list[SessionEvent]:
@@ -222,32 +232,84 @@ class UiData:
         return _Folded(length, trace, [*cached.items, *transcript_items(events, trace)])
 
     def transcript(self, session_id: str, params: Mapping[str, str]) -> dict[str, Any]:
-        """``limit`` top-level transcript items from seq ``from`` on, from item ``offset``, or the last ones (``tail=1``)."""
-        folded = self._fold(session_id)
+        """``limit`` top-level transcript items: the last ones, those before position ``before``, or from ``from``.
+
+        Items are in the model's order; ``at`` is an item's position (its seq, or for a
+        checkpoint the first seq it replaced), which ``before``/``from`` page by.
+        """
         limit = _page_size(params.get("limit"), TRANSCRIPT_PAGE)
-        items = folded.items
-        if params.get("tail") == "1":
-            start = max(0, len(items) - limit)
-        elif params.get("offset"):
-            start = min(_seq_param("offset", params.get("offset")), len(items))
+        if "before" not in params and "from" not in params:
+            return self._tail(session_id, limit)
+        items = self._fold(session_id).items
+        if "before" in params:
+            before = _seq_param("before", params.get("before"))
+            end = next((i for i, item in enumerate(items) if item["at"] >= before), len(items))
+            start = max(0, end - limit)
         else:
             from_seq = _seq_param("from", params.get("from"))
             start = next((i for i, item in enumerate(items) if item["at"] >= from_seq), len(items))
-        page = items[start : start + limit]
-        return {
-            "sessionId": session_id,
-            "items": page,
-            "total": len(items),
-            "offset": start,
-            "eventCount": folded.length,
-        }
+            end = min(len(items), start + limit)
+        return self._page(session_id, items[start:end], earlier=start > 0, later=end < len(items))
+
+    @staticmethod
+    def _page(session_id: str, items: list[dict[str, Any]], *, earlier: bool, later: bool) -> dict[str, Any]:
+        return {"sessionId": session_id, "items": items, "hasEarlier": earlier, "hasLater": later}
+
+    def _tail(self, session_id: str, limit: int) -> dict[str, Any]:
+        """The last page, from the cached fold, else from a fold of the log's tail alone.
+
+        Replacements only take earlier events off the surface, so a fold of the last
+        events is exact for them as long as every replacement in it names events inside
+        it; when one reaches further back the window grows (at worst to the whole log).
+        The whole log is then folded in the background, for the pages that follow.
+        """
+        length = self.store.stat(session_id).event_count
+        with self._lock:
+            cached = self._folds.get(session_id)
+        if cached is not None and cached.length == length:
+            items = cached.items
+            return self._page(session_id, items[-limit:], earlier=len(items) > limit, later=False)
+        window = max(_TAIL_WINDOW, limit * 20)
+        while window < length:
+            events = self._transcript_events(session_id, length - window, length)
+            try:
+                trace = trace_surface(session_id, (e for e in events if e.type in SURFACE_TYPES))
+            except QueryError:  # a replacement reaches before the window
+                window *= 4
+                continue
+            items = transcript_items(events, trace)
+            if len(items) >= limit:
+                self._fold_later(session_id)
+                return self._page(session_id, items[-limit:], earlier=True, later=False)
+            window *= 4
+        items = self._fold(session_id).items
+        return self._page(session_id, items[-limit:], earlier=len(items) > limit, later=False)
+
+    def _fold_later(self, session_id: str) -> None:
+        with self._lock:
+            if session_id in self._folding:
+                return
+            self._folding.add(session_id)
+
+        def fold() -> None:
+            try:
+                self._fold(session_id)
+            except Exception:  # the next request that needs the fold reports the error
+                pass
+            finally:
+                with self._lock:
+                    self._folding.discard(session_id)
+
+        threading.Thread(target=fold, name="dshpy-ui-fold", daemon=True).start()
 
     def events(self, session_id: str, params: Mapping[str, str]) -> dict[str, Any]:
         """A page of the raw log from seq ``from``; ``visible=1`` keeps only what is on the model's surface now."""
         from_seq = _seq_param("from", params.get("from"))
         limit = _page_size(params.get("limit"), TIMELINE_PAGE)
         visible = params.get("visible") == "1"
-        folded = self._fold(session_id)
+        folded = self._ready_fold(session_id) if not visible else self._fold(session_id)
+        if folded is None:  # a long log not folded yet: the page now, the surface labels once the fold is done
+            return self._unlabelled_events(session_id, from_seq, limit)
         trace = folded.trace
         source = (
             self.store.read_types(session_id, SURFACE_TYPES, from_seq)
@@ -267,6 +329,29 @@ class UiData:
                 break
             entries.append({"event": thaw(event.to_wire()), "surface": where})
         return {"sessionId": session_id, "entries": entries, "nextSeq": next_seq, "eventCount": folded.length}
+
+    def _ready_fold(self, session_id: str) -> _Folded | None:
+        """The fold if it is cached and current, or cheap to make (a short log); else start it and say ``None``."""
+        length = self.store.stat(session_id).event_count
+        with self._lock:
+            cached = self._folds.get(session_id)
+        if cached is not None and cached.length == length:
+            return cached
+        if length <= _TAIL_WINDOW:
+            return self._fold(session_id)
+        self._fold_later(session_id)
+        return None
+
+    def _unlabelled_events(self, session_id: str, from_seq: int, limit: int) -> dict[str, Any]:
+        entries: list[dict[str, Any]] = []
+        next_seq = None
+        for event in self.store.read(session_id, from_seq):
+            if len(entries) == limit:
+                next_seq = event.seq
+                break
+            entries.append({"event": thaw(event.to_wire()), "surface": None})
+        length = self.store.stat(session_id).event_count
+        return {"sessionId": session_id, "entries": entries, "nextSeq": next_seq, "eventCount": length, "pending": True}
 
     def usage(self, session_id: str) -> dict[str, Any]:
         """Tokens per turn (input, cached, output, reasoning; failed attempts included) and time per step."""

@@ -310,24 +310,24 @@
   }
 
   // ---- transcript
-  async function transcript(box, id, offset) {
-    const params = offset === null ? { tail: "1" } : { offset: String(offset) };
-    const page = await api(API + "/" + encodeURIComponent(id) + "/transcript", params);
+  async function transcript(box, id, where) {
+    const page = await api(API + "/" + encodeURIComponent(id) + "/transcript", where || {});
     view.transcript = page;
     clear(box);
-    if (page.offset > 0) {
+    const items = page.items;
+    if (page.hasEarlier && items.length) {
       box.appendChild(el("div", { class: "pager" },
-        el("button", { onclick: () => transcript(box, id, Math.max(0, page.offset - 150)) }, "▲ Earlier messages"),
-        el("span", { class: "muted" }, (page.offset) + " earlier items")));
+        el("button", { class: "earlier", onclick: () => transcript(box, id, { before: String(items[0].at) }) }, "▲ Earlier messages")));
     }
     const list = el("div", { class: "transcript" });
-    renderItems(list, page.items);
+    renderItems(list, items);
     box.appendChild(list);
-    if (page.offset + page.items.length < page.total) {
+    if (page.hasLater && items.length) {
       box.appendChild(el("div", { class: "pager" },
-        el("button", { onclick: () => transcript(box, id, page.offset + page.items.length) }, "▼ Later messages")));
+        el("button", { class: "later", onclick: () => transcript(box, id, { from: String(items[items.length - 1].at + 1) }) }, "▼ Later messages"),
+        el("button", { onclick: () => transcript(box, id, null) }, "Latest")));
     }
-    if (!page.items.length) box.appendChild(el("p", { class: "muted" }, "No messages yet."));
+    if (!items.length) box.appendChild(el("p", { class: "muted" }, "No messages yet."));
   }
 
   function textOf(content) {
@@ -455,7 +455,8 @@
       page.nextSeq !== null ? el("a", { href: link(page.nextSeq, visible), class: "tl-next" }, "Later »") : el("span", { class: "muted" }, "end of log"),
       el("a", { href: link(Math.max(0, page.eventCount - 200), visible) }, "Last events"),
       jump, el("button", { onclick: () => { location.hash = link(Number(jump.value || 0), visible); } }, "Go"),
-      el("span", { class: "muted" }, page.eventCount.toLocaleString("en-US") + " events"));
+      el("span", { class: "muted" }, page.eventCount.toLocaleString("en-US") + " events"),
+      page.pending ? el("span", { class: "muted" }, "(surface labels: still folding the log, reload in a moment)") : null);
     const body = el("tbody");
     for (const entry of page.entries) body.appendChild(timelineRow(id, entry.event, entry.surface));
     clear(box);
@@ -475,7 +476,7 @@
     return el("tr", { class: cls, "data-seq": event.seq, "data-type": t },
       el("td", { class: "seq" }, String(event.seq)),
       el("td", { class: "time" }, clock(event.time)),
-      el("td", { class: "where" }, surface === "log-only" ? "" : badge(surface)),
+      el("td", { class: "where" }, surface === "log-only" || !surface ? "" : badge(surface)),
       typeCell);
   }
 
@@ -627,7 +628,7 @@
       if (view.id !== id) return;
       renderHead(view.headBox, session);
       const page = view.transcript;
-      if (view.tab === "transcript" && page && page.offset + page.items.length >= page.total) {
+      if (view.tab === "transcript" && page && !page.hasLater) {
         await transcript(view.body, id, null);
       }
     } catch (error) { /* the next event retries */ }

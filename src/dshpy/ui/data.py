@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import itertools
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -18,10 +19,15 @@ from typing import Any
 from dshpy.core.events import SessionEvent, SurfaceReplace
 from dshpy.core.json import thaw
 from dshpy.projections.builtins._stream import last_usage
-from dshpy.query import SessionQuery
+from dshpy.errors import CorruptSessionError, FormatVersionError, SessionNotFound
+from dshpy.query import SessionFilter, SessionQuery, SessionSummary
 from dshpy.query.errors import InvalidQueryError, QueryError
+from dshpy.query.lineage import trace_lineage
+from dshpy.query.listing import page_of, summary_of
 from dshpy.query.surface_trace import SURFACE_TYPES, SurfaceTrace, trace_surface
 from dshpy.storage.contract import SessionStore
+from dshpy.storage.projection_cache import SessionProjections
+from dshpy.storage.records import SessionInfo
 
 from .transcript import TRANSCRIPT_TYPES, transcript_items
 
@@ -33,7 +39,13 @@ TRANSCRIPT_PAGE = 150
 MAX_PAGE = 1000
 _CACHED_SESSIONS = 8
 _TAIL_WINDOW = 3000  # events a transcript's last page is first folded from (see UiData._tail)
-_MAX_TREE = 200  # fork-tree nodes given a boundary (each costs one indexed read)
+_MAX_TREE = 200
+_MAX_CHILDREN = 100  # forks nested under one row of the list
+_MAX_DEPTH = 4
+LISTING_FRESH = 2.0
+"""Seconds a session listing is reused as it is (see :meth:`UiData._listing`)."""
+LISTING_STALE = 60.0
+"""Seconds an older listing is still served while a fresh one is made in the background."""  # fork-tree nodes given a boundary (each costs one indexed read)
 _TAIL = 64  # events read from a log's end to find its last turn's outcome
 _USAGE_KEYS = ("inputTokens", "cacheReadTokens", "cacheWriteTokens", "outputTokens", "reasoningTokens")
 _USAGE_TYPES = ("turn/start", "turn/end", "step/start", "step/end", "assistant/message", "assistant/attempt")
@@ -80,6 +92,8 @@ class UiData:
         self._folds: OrderedDict[str, _Folded] = OrderedDict()
         self._folding: set[str] = set()
         self._fold_locks: dict[str, threading.Lock] = {}
+        self._listed: tuple[dict[str, SessionInfo] | None, float] = (None, 0.0)
+        self._relisting = False
         self._lock = threading.Lock()
 
     def _cost(self, usage: Any) -> dict[str, Any] | None:
@@ -99,61 +113,103 @@ class UiData:
         if params.get("state"):
             filters["state"] = [params["state"]]
         limit = _page_size(params.get("limit"), LIST_PAGE)
+        cursor = params.get("cursor") or None
         text = params.get("q", "").strip()
         if text:
-            return self._search(text, filters, limit, params.get("cursor") or None)
-        nested = not filters
+            return self._search(text, filters, limit, cursor)
+        checked = SessionFilter.parse(filters)
+        if checked.needs_projections:  # title and state live in projections: the query service reads them all
+            page = self.query.list(filters, limit=limit, cursor=cursor)
+            rows = [self._row(summary.info) for summary in page.sessions]
+            return {"sessions": rows, "nextCursor": page.next_cursor, "nested": False}
+        infos = self._listing()
+        nested = checked.empty
         if nested:
-            filters["parent"] = [None]
-        page = self.query.list(filters, limit=limit, cursor=params.get("cursor") or None)
-        rows = [self._row(summary.to_dict()) for summary in page.sessions]
+            checked = SessionFilter.parse({"parent": [None]})
+        summaries = [SessionSummary(info) for info in infos.values()]
+        kept = [summary for summary in summaries if checked.matches(summary, None)]
+        page = page_of(kept, checked, sort="created", descending=True, limit=limit, cursor=cursor)
+        rows = [self._row(summary.info) for summary in page.sessions]
         if nested:
-            self._nest(rows)
+            self._nest(rows, infos)
         return {"sessions": rows, "nextCursor": page.next_cursor, "nested": nested}
+
+    def _listing(self) -> dict[str, SessionInfo]:
+        """Every session's info by id, re-listed at most every few seconds.
+
+        Listing parses every stored header (about a second for 10k sessions), while a
+        page shows fifty: a listing younger than :data:`LISTING_FRESH` seconds is reused,
+        an older one (up to :data:`LISTING_STALE`) is served while a new one is made in
+        the background, so a new session shows up at the next reload.
+        """
+        now = time.monotonic()
+        with self._lock:
+            listed, made = self._listed
+        age = now - made
+        if listed is not None and age < LISTING_STALE:
+            if age >= LISTING_FRESH:
+                self._relist_later()
+            return listed
+        return self._relist()
+
+    def _relist(self) -> dict[str, SessionInfo]:
+        listed = {info.id: info for info in self.store.list()}
+        with self._lock:
+            self._listed = (listed, time.monotonic())
+        return listed
+
+    def _relist_later(self) -> None:
+        with self._lock:
+            if self._relisting:
+                return
+            self._relisting = True
+
+        def relist() -> None:
+            try:
+                self._relist()
+            except Exception:  # the next request lists in the foreground and reports it
+                with self._lock:
+                    self._listed = (None, 0.0)
+            finally:
+                with self._lock:
+                    self._relisting = False
+
+        threading.Thread(target=relist, name="dshpy-ui-list", daemon=True).start()
 
     def _search(self, text: str, filters: dict[str, Any], limit: int, cursor: str | None) -> dict[str, Any]:
         hits = self.query.search(text, filters=filters, limit=min(limit, 100), cursor=cursor)
-        ids = list(dict.fromkeys(hit.session_id for hit in hits.hits))
-        rows: dict[str, dict[str, Any]] = {}
-        if ids:
-            for summary in self.query.list({"ids": ids}, limit=len(ids)).sessions:
-                rows[summary.id] = self._row(summary.to_dict())
-        listed = []
-        for session_id in ids:
-            row = rows.get(session_id)
-            if row is not None:
-                row["hits"] = [h.to_dict() for h in hits.hits if h.session_id == session_id]
-                listed.append(row)
+        listed: list[dict[str, Any]] = []
+        for session_id in dict.fromkeys(hit.session_id for hit in hits.hits):
+            try:
+                row = self._row(self.store.stat(session_id))
+            except SessionNotFound:  # deleted since it was indexed
+                continue
+            row["hits"] = [h.to_dict() for h in hits.hits if h.session_id == session_id]
+            listed.append(row)
         return {"sessions": listed, "nextCursor": hits.next_cursor, "nested": False, "search": text}
 
-    def _nest(self, rows: list[dict[str, Any]], depth: int = 0) -> None:
-        """Attach each row's forks (and theirs, a few levels deep) as ``children``."""
-        wanted = [fork for row in rows for fork in row.get("forks") or ()]
-        if not wanted or depth > 4:
-            return
-        children = [
-            self._row(s.to_dict()) for s in self.query.list({"ids": wanted}, limit=min(len(wanted), 100)).sessions
-        ]
-        by_parent: dict[str, list[dict[str, Any]]] = {}
-        for child in children:
-            by_parent.setdefault(child.get("parentSession") or "", []).append(child)
+    def _nest(self, rows: list[dict[str, Any]], infos: Mapping[str, SessionInfo], depth: int = 0) -> None:
+        """Attach each row's forks (and theirs, a few levels deep) as ``children``, oldest first."""
         for row in rows:
-            row["children"] = sorted(by_parent.get(row["id"], []), key=lambda r: r["createdAt"])
-        self._nest(children, depth + 1)
+            forks = [infos[fork] for fork in row.get("forks") or () if fork in infos][:_MAX_CHILDREN]
+            children = [self._row(info) for info in sorted(forks, key=lambda i: (i.created_at, i.id))]
+            row["children"] = children
+            if children and depth < _MAX_DEPTH:
+                self._nest(children, infos, depth + 1)
 
-    def _row(self, summary: dict[str, Any]) -> dict[str, Any]:
-        """A listing row: the summary plus tokens, cost and the last turn's outcome."""
-        session_id = summary["id"]
+    def _row(self, info: SessionInfo) -> dict[str, Any]:
+        """A listing row: the session's info and summary (title, state, turns), tokens, cost, last outcome."""
         try:
-            values = self.store.projections(session_id)["values"]
-            usage = thaw(values.get("usage")) if "usage" in values else None
-        except Exception as error:  # a damaged log still lists, with why
-            summary["error"] = summary.get("error") or str(error)
-            return summary
-        summary["tokens"] = (usage or {}).get("total")
-        summary["cost"] = self._cost(usage)
-        summary["lastOutcome"] = self._last_outcome(session_id, summary.get("eventCount") or 0)
-        return summary
+            snapshot = self.store.projections(info.id)
+        except (CorruptSessionError, FormatVersionError, SessionNotFound) as error:  # still listed, with why
+            return SessionSummary(info, error=" ".join(str(error).split())).to_dict()
+        values = dict(snapshot["values"])
+        row = summary_of(SessionProjections(info, snapshot["as_of_seq"], values)).to_dict()
+        usage = thaw(values["usage"]) if "usage" in values else None
+        row["tokens"] = usage.get("total") if isinstance(usage, dict) else None
+        row["cost"] = self._cost(usage)
+        row["lastOutcome"] = self._last_outcome(info.id, info.event_count)
+        return row
 
     def _last_outcome(self, session_id: str, length: int) -> str | None:
         outcome = None
@@ -170,7 +226,10 @@ class UiData:
     def session(self, session_id: str) -> dict[str, Any]:
         """Header, projections (title, lifecycle, usage, stats), lineage and cost of one session."""
         view = self.query.inspect(session_id).to_dict()
-        lineage = self.query.trace_session(session_id).to_dict()
+        infos = self._listing()
+        if session_id not in infos or any(fork not in infos for fork in infos[session_id].forks):
+            infos = self._relist()  # newer than the listing: list again
+        lineage = trace_lineage(list(infos.values()), session_id).to_dict()
         self._boundaries(lineage)
         view["lineage"] = lineage
         usage = view["projections"].get("usage")

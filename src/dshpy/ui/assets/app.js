@@ -212,6 +212,7 @@
       pager.appendChild(el("a", { href: "#/?" + next.toString(), class: "next-page" }, "Next page »"));
     }
     pager.appendChild(el("span", { class: "muted" }, page.sessions.length + " shown" + (page.search ? " matching “" + page.search + "”" : "")));
+    performance.mark("dshpy-ready");
     document.body.dataset.ready = "list";
   }
 
@@ -274,6 +275,7 @@
     const info = api(API + "/" + encodeURIComponent(id)).then((session) => {
       view.head = session;
       renderHead(head, session);
+      performance.mark("dshpy-head");
       startLive(id, session.eventCount);
       return session;
     });
@@ -284,6 +286,7 @@
       else await transcript(body, id, null);
       await info;
     } catch (error) { return showError(error); }
+    performance.mark("dshpy-ready");
     document.body.dataset.ready = tab;
   }
 

@@ -124,9 +124,13 @@ def _ms(value: Any) -> str:
     return "   –  " if value is None else f"{value:6.0f}"
 
 
+def _median(values: list[Any]) -> float | None:
+    known = [value for value in values if value is not None]
+    return statistics.median(known) if known else None
+
+
 def _report(name: str, cold: dict[str, Any], warm: list[dict[str, Any]]) -> None:
-    median = {k: statistics.median(v for r in warm if (v := r[k]) is not None) if warm and warm[0][k] is not None else None
-              for k in ("paint", "head", "ready")}  # fmt: skip
+    median = {key: _median([run[key] for run in warm]) for key in ("paint", "head", "ready")}
     print(f"{name:<34} cold: paint {_ms(cold['paint'])} head {_ms(cold['head'])} ready {_ms(cold['ready'])} ms")
     print(f"{'':<34} warm: paint {_ms(median['paint'])} head {_ms(median['head'])} ready {_ms(median['ready'])} ms"
           f"  (median of {len(warm)})")  # fmt: skip
@@ -134,7 +138,9 @@ def _report(name: str, cold: dict[str, Any], warm: list[dict[str, Any]]) -> None
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dir", type=Path, default=None, help="where the stores are built/reused (default: a temp dir)")
+    parser.add_argument(
+        "--dir", type=Path, default=None, help="where the stores are built/reused (default: a temp dir)"
+    )
     parser.add_argument("--events", type=int, default=100_000)
     parser.add_argument("--sessions", type=int, default=10_000)
     parser.add_argument("--runs", type=int, default=5, help="warm loads per view")

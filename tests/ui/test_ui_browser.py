@@ -127,7 +127,8 @@ def test_session_views_show_tools_retry_compaction_timeline_and_forks(
     page.click("[data-tab=usage]")
     page.wait_for_selector("body[data-ready=usage]")
     assert page.locator("#tokens-chart svg g.bar").count() == 2  # one bar per turn
-    assert page.locator("#tokens-chart svg g.bar").first.locator("rect").count() == 4  # input, cached, output, reasoning
+    first_turn = page.locator("#tokens-chart svg g.bar").first
+    assert first_turn.locator("rect").count() == 4  # input, cached, output, reasoning
     assert page.locator("#steps-chart svg g.bar").count() == 3
     shoot(page, tmp_path, "usage")
 

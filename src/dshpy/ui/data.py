@@ -18,8 +18,8 @@ from typing import Any
 
 from dshpy.core.events import SessionEvent, SurfaceReplace
 from dshpy.core.json import thaw
-from dshpy.projections.builtins._stream import last_usage
 from dshpy.errors import CorruptSessionError, FormatVersionError, SessionNotFound
+from dshpy.projections.builtins._stream import last_usage
 from dshpy.query import SessionFilter, SessionQuery, SessionSummary
 from dshpy.query.errors import InvalidQueryError, QueryError
 from dshpy.query.lineage import trace_lineage
@@ -31,7 +31,7 @@ from dshpy.storage.records import SessionInfo
 
 from .transcript import TRANSCRIPT_TYPES, transcript_items
 
-__all__ = ["CostEstimate", "LIST_PAGE", "TIMELINE_PAGE", "TRANSCRIPT_PAGE", "UiData"]
+__all__ = ["LIST_PAGE", "TIMELINE_PAGE", "TRANSCRIPT_PAGE", "CostEstimate", "UiData"]
 
 LIST_PAGE = 50
 TIMELINE_PAGE = 200
@@ -39,13 +39,13 @@ TRANSCRIPT_PAGE = 150
 MAX_PAGE = 1000
 _CACHED_SESSIONS = 8
 _TAIL_WINDOW = 3000  # events a transcript's last page is first folded from (see UiData._tail)
-_MAX_TREE = 200
+_MAX_TREE = 200  # fork-tree nodes given a boundary (each costs one indexed read)
 _MAX_CHILDREN = 100  # forks nested under one row of the list
 _MAX_DEPTH = 4
 LISTING_FRESH = 2.0
 """Seconds a session listing is reused as it is (see :meth:`UiData._listing`)."""
 LISTING_STALE = 60.0
-"""Seconds an older listing is still served while a fresh one is made in the background."""  # fork-tree nodes given a boundary (each costs one indexed read)
+"""Seconds an older listing is still served while a fresh one is made in the background."""
 _TAIL = 64  # events read from a log's end to find its last turn's outcome
 _USAGE_KEYS = ("inputTokens", "cacheReadTokens", "cacheWriteTokens", "outputTokens", "reasoningTokens")
 _USAGE_TYPES = ("turn/start", "turn/end", "step/start", "step/end", "assistant/message", "assistant/attempt")
@@ -133,6 +133,10 @@ class UiData:
         if nested:
             self._nest(rows, infos)
         return {"sessions": rows, "nextCursor": page.next_cursor, "nested": nested}
+
+    def warm(self) -> None:
+        """Make the session listing in the background (the server calls it when it starts)."""
+        self._relist_later()
 
     def _listing(self) -> dict[str, SessionInfo]:
         """Every session's info by id, re-listed at most every few seconds.

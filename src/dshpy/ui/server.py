@@ -58,6 +58,7 @@ class UiServer:
     async def start(self) -> None:
         """Bind and serve in the background (:attr:`url` then names the real port)."""
         await self.http.start()
+        self.data.warm()
 
     async def stop(self) -> None:
         """End the live views (their follows stop within one poll), then the server."""

@@ -9,8 +9,10 @@ in headless Chromium (Debian's, driven by Playwright) in a fresh browser context
 Times are from the navigation's start, read from the page's own Performance API:
 ``paint`` is the browser's first-contentful-paint, ``head`` when the session header
 was drawn, ``ready`` when the view's data was drawn (the transcript's last page, the
-list's first page). ``cold`` is the first load on a freshly started server (nothing
-cached), ``warm`` the median of the loads after it. Goal: ready < 1 s.
+list's first page); the slowest JSON request of the load is shown beside them.
+``cold`` is the first load on a freshly started server (nothing cached; the server
+starts listing the store when it starts), ``warm`` the median of the loads after it.
+Goal: ready < 1 s.
 """
 
 from __future__ import annotations
@@ -93,7 +95,12 @@ class _Serving:
 _MARKS = """() => {
   const mark = (name) => { const m = performance.getEntriesByName(name); return m.length ? m[0].startTime : null; };
   const paint = performance.getEntriesByName("first-contentful-paint");
-  return { paint: paint.length ? paint[0].startTime : null, head: mark("dshpy-head"), ready: mark("dshpy-ready") };
+  const api = performance.getEntriesByType("resource")
+    .filter((r) => r.name.includes("/api/") && !r.name.includes("/live"));
+  const slowest = api.length ? Math.max(...api.map((r) => r.responseEnd - r.startTime)) : null;
+  return {
+    paint: paint.length ? paint[0].startTime : null, head: mark("dshpy-head"), ready: mark("dshpy-ready"), api: slowest
+  };
 }"""
 
 
@@ -130,10 +137,13 @@ def _median(values: list[Any]) -> float | None:
 
 
 def _report(name: str, cold: dict[str, Any], warm: list[dict[str, Any]]) -> None:
-    median = {key: _median([run[key] for run in warm]) for key in ("paint", "head", "ready")}
-    print(f"{name:<34} cold: paint {_ms(cold['paint'])} head {_ms(cold['head'])} ready {_ms(cold['ready'])} ms")
-    print(f"{'':<34} warm: paint {_ms(median['paint'])} head {_ms(median['head'])} ready {_ms(median['ready'])} ms"
-          f"  (median of {len(warm)})")  # fmt: skip
+    median = {key: _median([run[key] for run in warm]) for key in ("paint", "head", "ready", "api")}
+    for label, row in (("cold", cold), ("warm", median)):
+        print(
+            f"{name if label == 'cold' else '':<34} {label}: paint {_ms(row['paint'])} head {_ms(row['head'])} "
+            f"ready {_ms(row['ready'])} ms  (slowest API call {_ms(row['api'])} ms)"
+            + (f"  median of {len(warm)}" if label == "warm" else "")
+        )
 
 
 def main() -> None:

@@ -42,7 +42,7 @@ _TAIL_WINDOW = 3000  # events a transcript's last page is first folded from (see
 _MAX_TREE = 200  # fork-tree nodes given a boundary (each costs one indexed read)
 _MAX_CHILDREN = 100  # forks nested under one row of the list
 _MAX_DEPTH = 4
-LISTING_FRESH = 2.0
+LISTING_FRESH = 10.0
 """Seconds a session listing is reused as it is (see :meth:`UiData._listing`)."""
 LISTING_STALE = 60.0
 """Seconds an older listing is still served while a fresh one is made in the background."""
@@ -91,9 +91,11 @@ class UiData:
         self.query = SessionQuery(store)
         self._folds: OrderedDict[str, _Folded] = OrderedDict()
         self._folding: set[str] = set()
+        self._tails: OrderedDict[tuple[str, int, int], dict[str, Any]] = OrderedDict()
         self._fold_locks: dict[str, threading.Lock] = {}
         self._listed: tuple[dict[str, SessionInfo] | None, float] = (None, 0.0)
         self._relisting = False
+        self._listing_lock = threading.Lock()
         self._lock = threading.Lock()
 
     def _cost(self, usage: Any) -> dict[str, Any] | None:
@@ -157,10 +159,16 @@ class UiData:
         return self._relist()
 
     def _relist(self) -> dict[str, SessionInfo]:
-        listed = {info.id: info for info in self.store.list()}
-        with self._lock:
-            self._listed = (listed, time.monotonic())
-        return listed
+        started = time.monotonic()
+        with self._listing_lock:  # one listing at a time: a request arriving meanwhile takes the one being made
+            with self._lock:
+                listed, made = self._listed
+            if listed is not None and made >= started:
+                return listed
+            listed = {info.id: info for info in self.store.list()}
+            with self._lock:
+                self._listed = (listed, time.monotonic())
+            return listed
 
     def _relist_later(self) -> None:
         with self._lock:
@@ -324,14 +332,19 @@ class UiData:
         Replacements only take earlier events off the surface, so a fold of the last
         events is exact for them as long as every replacement in it names events inside
         it; when one reaches further back the window grows (at worst to the whole log).
-        The whole log is then folded in the background, for the pages that follow.
+        The whole log is folded only when a page needs it (earlier pages, the timeline):
+        a fold of 100k events takes seconds of CPU, which a background thread would take
+        from every other request (the GIL).
         """
         length = self.store.stat(session_id).event_count
         with self._lock:
             cached = self._folds.get(session_id)
+            tail = self._tails.get((session_id, length, limit))
         if cached is not None and cached.length == length:
             items = cached.items
             return self._page(session_id, items[-limit:], earlier=len(items) > limit, later=False)
+        if tail is not None:
+            return tail
         window = max(_TAIL_WINDOW, limit * 20)
         while window < length:
             events = self._transcript_events(session_id, length - window, length)
@@ -342,8 +355,12 @@ class UiData:
                 continue
             items = transcript_items(events, trace)
             if len(items) >= limit:
-                self._fold_later(session_id)
-                return self._page(session_id, items[-limit:], earlier=True, later=False)
+                page = self._page(session_id, items[-limit:], earlier=True, later=False)
+                with self._lock:
+                    self._tails[(session_id, length, limit)] = page
+                    while len(self._tails) > _CACHED_SESSIONS:
+                        self._tails.popitem(last=False)
+                return page
             window *= 4
         items = self._fold(session_id).items
         return self._page(session_id, items[-limit:], earlier=len(items) > limit, later=False)

@@ -10,30 +10,30 @@ from dshpy.compaction.engine import compact
 from dshpy.testing.builders import TurnScript
 from dshpy.testing.showcase import build_long_session
 from dshpy.ui import UiData
-from dshpy.ui.data import _TAIL_WINDOW
+from dshpy.ui.folds import TAIL_WINDOW
 
 
 def _full_tail(data: UiData, session_id: str, limit: int) -> list[dict]:
-    items = data._fold(session_id).items  # the reference: every event folded
+    items = data.folds.fold(session_id).items  # the reference: every event folded
     return items[-limit:]
 
 
 def test_tail_page_from_the_window_equals_the_full_fold(tmp_path: Path) -> None:
     store = dshpy.open_store(f"sqlite:///{tmp_path / 's.db'}")
-    session_id = build_long_session(store, events=_TAIL_WINDOW + 600)
+    session_id = build_long_session(store, events=TAIL_WINDOW + 600)
     fast = UiData(store).transcript(session_id, {"limit": "40"})
     assert fast["hasEarlier"] is True and fast["hasLater"] is False
     assert fast["items"] == _full_tail(UiData(store), session_id, 40)
     # a page before the first one continues exactly where it began
     reference = UiData(store)
     earlier = reference.transcript(session_id, {"before": str(fast["items"][0]["at"]), "limit": "40"})
-    assert earlier["items"] == reference._fold(session_id).items[-80:-40]
+    assert earlier["items"] == reference.folds.fold(session_id).items[-80:-40]
     store.close()
 
 
 def test_tail_page_after_a_compaction_that_reaches_past_the_window(tmp_path: Path) -> None:
     store = dshpy.open_store(f"sqlite:///{tmp_path / 's.db'}")
-    session_id = build_long_session(store, events=_TAIL_WINDOW + 600)
+    session_id = build_long_session(store, events=TAIL_WINDOW + 600)
     session = store.open(session_id)
     compact(session, lambda _request: "everything so far, condensed")
     TurnScript(session).turn("after the compaction")
@@ -54,17 +54,17 @@ def test_a_live_fold_extends_without_refolding_and_refolds_after_a_replacement(t
     TurnScript(session).turn("one")
     session.flush()
     data = UiData(store)
-    first = data._fold(session.id)
+    first = data.folds.fold(session.id)
     for _ in range(4):
         TurnScript(session).turn("another question " * 20, steps=3)
     session.flush()
-    second = data._fold(session.id)
+    second = data.folds.fold(session.id)
     assert second is not first and second.items[: len(first.items)] == first.items
-    assert second.items == UiData(store)._fold(session.id).items
+    assert second.items == UiData(store).folds.fold(session.id).items
     compact(session, lambda _request: "condensed")
     session.flush()
-    third = data._fold(session.id)
-    assert third.items == UiData(store)._fold(session.id).items
+    third = data.folds.fold(session.id)
+    assert third.items == UiData(store).folds.fold(session.id).items
     assert any(item["kind"] == "checkpoint" for item in third.items)
     session.close()
     store.close()

@@ -167,3 +167,16 @@ def test_live_session_view_receives_a_new_turn(page: Any, running: Running, tmp_
         shoot(page, tmp_path, "live")
     finally:
         session.close()
+
+
+def test_fork_button_forks_through_json_rpc_and_opens_the_child(page: Any, running: Running) -> None:
+    sid = running.showcase.session_id
+    before = set(running.store.stat(sid).forks)
+    open_session(page, running, sid, "timeline")
+    page.locator("tr[data-seq='15'] button.fork").click()
+    page.wait_for_selector("body[data-ready=forks]")
+    page.wait_for_function(f"() => !location.hash.includes('{sid}')")
+    (child,) = set(running.store.stat(sid).forks) - before
+    assert page.url.endswith(f"#/s/{child}/forks")
+    assert "forked at seq 15" in page.locator(".node.here").inner_text()
+    assert running.store.stat(child).parent_session == sid

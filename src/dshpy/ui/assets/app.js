@@ -475,12 +475,25 @@
       if (details.open && details.childElementCount === 1) details.appendChild(el("pre", {}, JSON.stringify(event, null, 2)));
     }, { once: false });
     const typeCell = el("td", { class: "type" }, el("div", { class: "depth-" + depthOf(event) }, details,
-      t === "turn/end" ? el("span", { class: "fork-hint", title: "fork the session here" }, "fork here: dshpy sessions fork " + id + " --at " + event.seq) : null));
+      t === "turn/end" ? el("span", { class: "fork-hint" },
+        el("button", { class: "fork", title: "create a fork that inherits seq 0.." + event.seq, onclick: () => forkAt(id, event.seq) }, "Fork here"),
+        " or: dshpy sessions fork " + id + " --at " + event.seq) : null));
     return el("tr", { class: cls, "data-seq": event.seq, "data-type": t },
       el("td", { class: "seq" }, String(event.seq)),
       el("td", { class: "time" }, clock(event.time)),
       el("td", { class: "where" }, surface === "log-only" || !surface ? "" : badge(surface)),
       typeCell);
+  }
+
+  // fork through the server's own JSON-RPC endpoint (same origin, same token), then open the child
+  async function forkAt(id, boundary) {
+    const frame = { jsonrpc: "2.0", id: 1, method: "session.fork", params: { sessionId: id, boundary } };
+    try {
+      const response = await fetch("../rpc", { method: "POST", headers: { ...headers(), "Content-Type": "application/json" }, body: JSON.stringify(frame) });
+      const answer = await response.json();
+      if (answer.error) throw new Error("fork refused: " + answer.error.message);
+      location.hash = "#/s/" + encodeURIComponent(answer.result.id) + "/forks";
+    } catch (error) { showError(error); }
   }
 
   function summaryOf(event) {

@@ -3,7 +3,10 @@ must equal the same page from the whole log's fold, with and without a compactio
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+
+from ui_support import Running, start_ui, stop_ui
 
 import dshpy
 from dshpy.compaction.engine import compact
@@ -68,3 +71,30 @@ def test_a_live_fold_extends_without_refolding_and_refolds_after_a_replacement(t
     assert any(item["kind"] == "checkpoint" for item in third.items)
     session.close()
     store.close()
+
+
+def test_a_damaged_log_does_not_break_the_list_and_its_views_answer_422(tmp_path: Path) -> None:
+    store = dshpy.open_store(f"jsonl:///{tmp_path / 'root'}?compression=none")
+    session = store.create(cwd="/srv/damaged")
+    for _ in range(3):
+        TurnScript(session).turn("a turn")
+    session.flush()
+    session.close()
+    (log,) = (tmp_path / "root").rglob("session.v4.jsonl")
+    lines = log.read_bytes().split(b"\n")
+    lines[5] = b'{"type": "user/mess'  # torn in the middle of committed turns: corruption, not a tail to repair
+    original = b"\n".join(lines)
+    log.write_bytes(original)
+    server, loop, thread = start_ui(store)
+    try:
+        running = Running(server, store, None, "")  # type: ignore[arg-type]
+        rows = running.json("/ui/api/sessions")["sessions"]  # the store's listing may leave it out, never fails
+        assert all(row["error"] for row in rows if row["id"] == session.id)
+        for view in ("transcript", "events", "usage"):
+            status, _headers, body = running.request(f"/ui/api/sessions/{session.id}/{view}")
+            assert status == 422, (view, body)
+            assert json.loads(body)["error"]
+    finally:
+        stop_ui(server, loop, thread)
+        store.close()
+    assert log.read_bytes() == original  # looking never repairs or rewrites

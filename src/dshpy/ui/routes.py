@@ -33,7 +33,7 @@ from starlette.types import Receive, Scope, Send
 
 from dshpy.core.ids import check_session_id
 from dshpy.core.json import dumps, thaw
-from dshpy.errors import CorruptSessionError, InvalidSessionIdError, SessionNotFound
+from dshpy.errors import CorruptSessionError, DshError, InvalidSessionIdError, SessionNotFound
 from dshpy.query.errors import QueryError, QueryNotFoundError
 from dshpy.server.http_guard import RequestGuard
 
@@ -79,6 +79,8 @@ async def _answer(work: Callable[[], Any]) -> Response:
         return _error(400, str(error))
     except CorruptSessionError as error:
         return _error(422, str(error))
+    except DshError as error:  # the store failed (I/O, a lost connection): say so, the page shows it
+        return _error(500, str(error))
 
 
 class _LiveStream(Response):

@@ -436,13 +436,15 @@
   }
 
   // ---- timeline
+  // indentation: turns and steps as brackets, from the brackets seen on this page and the event's own turn/step
+  const bracket = { turn: false, step: false };
   function depthOf(event) {
     const t = event.type;
-    if (t === "turn/start" || t === "turn/end") return 0;
-    if (t === "step/start" || t === "step/end") return 1;
+    if (t === "turn/start" || t === "turn/end") { bracket.turn = t === "turn/start"; bracket.step = false; return 0; }
+    if (t === "step/start" || t === "step/end") { bracket.step = t === "step/start"; return 1; }
     const d = event.data || {};
-    if (typeof d.step === "number") return 2;
-    return typeof d.turn === "number" ? 1 : 0;
+    const own = typeof d.step === "number" ? 2 : typeof d.turn === "number" ? 1 : 0;
+    return Math.max(own, bracket.step ? 2 : bracket.turn ? 1 : 0);
   }
 
   async function timeline(box, id, params) {
@@ -461,6 +463,8 @@
       el("span", { class: "muted" }, page.eventCount.toLocaleString("en-US") + " events"),
       page.pending ? el("span", { class: "muted" }, "(surface labels: still folding the log, reload in a moment)") : null);
     const body = el("tbody");
+    bracket.turn = false;
+    bracket.step = false;
     for (const entry of page.entries) body.appendChild(timelineRow(id, entry.event, entry.surface));
     clear(box);
     append(box, [tools, el("div", { class: "panel" }, el("table", { class: "timeline" }, body))]);

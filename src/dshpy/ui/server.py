@@ -16,13 +16,18 @@ from dataclasses import dataclass
 
 from dshpy.server.http import HttpServer
 from dshpy.server.http_guard import is_loopback
+from dshpy.server.limits import ServerLimits
 from dshpy.server.methods import Runtime
 from dshpy.storage.contract import SessionStore
 
 from .data import CostEstimate, UiData
 from .routes import UI_PREFIX, mount_ui
 
-__all__ = ["UiServer", "ui_url"]
+__all__ = ["LIVE_IDLE_SECONDS", "UiServer", "ui_url"]
+
+LIVE_IDLE_SECONDS = 10.0
+"""How long the UI's server keeps a session it forked (or was prompted through JSON-RPC) open for writing once
+idle: briefly, so that its writer lease does not keep an agent started afterwards from continuing it."""
 
 
 def ui_url(host: str, port: int, token: str) -> str:
@@ -45,7 +50,8 @@ class UiServer:
         if not is_loopback(self.host):
             raise ValueError(f"dshpy ui serves loopback only, not {self.host!r} (use 127.0.0.1, ::1 or localhost)")
         self.token = self.token or secrets.token_urlsafe(24)
-        self.http = HttpServer(Runtime(self.store), host=self.host, port=self.port, token=self.token)
+        runtime = Runtime(self.store, limits=ServerLimits(idle_seconds=LIVE_IDLE_SECONDS))
+        self.http = HttpServer(runtime, host=self.host, port=self.port, token=self.token)
         self.data = UiData(self.store, cost=self.cost)
         self.http.app, self._stop_live = mount_ui(self.http.app, self.data, self.http.guard)
 

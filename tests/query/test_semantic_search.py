@@ -51,7 +51,7 @@ class CountingEmbedder:
 
 @pytest.fixture(params=["memory", "sqlite", "jsonl"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dshpy.SessionStore]:
-    url = {"memory": "memory://", "sqlite": f"sqlite:///{tmp_path / 's.db'}", "jsonl": f"jsonl://{tmp_path / 'j'}"}
+    url = {"memory": "memory://", "sqlite": f"sqlite:///{tmp_path / 's.db'}", "jsonl": f"jsonl:///{tmp_path / 'j'}"}
     opened = dshpy.open_store(url[request.param])
     yield opened
     opened.close()

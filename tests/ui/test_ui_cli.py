@@ -32,9 +32,8 @@ def test_ui_prints_a_url_whose_token_opens_the_api(tmp_path: Path) -> None:
     showcase = build_showcase(store)
     store.close()
     command = [sys.executable, "-m", "dshpy", "ui", "--store", url, "--port", "0"]
-    with subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env(tmp_path), text=True
-    ) as process:
+    env = _env(tmp_path) | {"DSHPY_PRICES": '{"deepseek-chat": {"input": 1000, "output": 2000}}'}
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True) as process:
         _drive(process, showcase.session_id)
     assert process.returncode == 0
 
@@ -59,6 +58,8 @@ def _drive(process: subprocess.Popen[str], session_id: str) -> None:
         listed = connection.getresponse()
         rows = json.loads(listed.read())["sessions"]
         assert [row["id"] for row in rows] == [session_id]
+        cost = rows[0]["cost"]  # priced from $DSHPY_PRICES, as `sessions stats` prices
+        assert cost["complete"] is True and cost["total"] > 0.9  # 720 input + 124 output tokens at least
         connection.close()
     finally:
         process.send_signal(signal.SIGINT)

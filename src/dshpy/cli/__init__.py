@@ -20,6 +20,7 @@ cli.add_command(index)
 cli.add_lazy_command("run", "dshpy.cli.agent:run")
 cli.add_lazy_command("chat", "dshpy.cli.agent:chat")
 cli.add_lazy_command("serve", "dshpy.cli.serve:serve")
+cli.add_lazy_command("ui", "dshpy.cli.ui:ui")
 cli.add_command(migrate)
 
 __all__ = ["cli", "main"]

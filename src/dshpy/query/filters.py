@@ -128,7 +128,9 @@ class SessionFilter:
         if value is None:
             return cls()
         if isinstance(value, SessionFilter):
-            value = {f.name: getattr(value, f.name) for f in dataclasses.fields(cls)}
+            # only the fields that filter: a present ``cwd``/``parent`` key of None would mean "has none"
+            fields = (f.name for f in dataclasses.fields(cls))
+            value = {name: getattr(value, name) for name in fields if getattr(value, name) is not None}
         if not isinstance(value, Mapping):
             raise _refuse(f"filters must be a mapping or a SessionFilter, not {type(value).__name__}")
         unknown = sorted(str(key) for key in value if key not in SESSION_FILTER_KEYS)

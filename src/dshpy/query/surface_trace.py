@@ -54,9 +54,15 @@ class SurfaceTrace:
         return tuple(found)
 
 
-def trace_surface(session_id: str, events: Iterable[SessionEvent]) -> SurfaceTrace:
-    """Fold the surface events of a log (any others given are passed over)."""
-    trace = SurfaceTrace()
+def trace_surface(
+    session_id: str, events: Iterable[SessionEvent], *, into: SurfaceTrace | None = None
+) -> SurfaceTrace:
+    """Fold the surface events of a log (any others given are passed over).
+
+    ``into`` continues an earlier fold with the events that followed it (a live view
+    folds only what was appended since), and is returned updated.
+    """
+    trace = into if into is not None else SurfaceTrace()
     nodes = trace.current
     for event in events:
         for source in event.source_event_seqs or ():

@@ -92,16 +92,18 @@ class RequestGuard:
         """Learn the real port (after binding port 0): the server's own origins depend on it."""
         self._origins = frozenset(_own_origins(self._host, port)) | self._extra_origins
 
-    def check(self, headers: Mapping[str, str]) -> Refusal | None:
+    def check(self, headers: Mapping[str, str], *, token_required: bool = True) -> Refusal | None:
         """``None`` if the request may be routed, else the :class:`Refusal` to answer it with.
 
         The token is checked first, so a client without it learns nothing about the
         Host and Origin rules; the Host check applies only without a token (a token
-        already defeats DNS rebinding).
+        already defeats DNS rebinding). ``token_required=False`` is for what holds no
+        data (the web UI's page and scripts, which a browser fetches without headers):
+        Host and Origin are still checked.
         """
-        if not self._authorized(headers.get("authorization", "")):
+        if token_required and not self._authorized(headers.get("authorization", "")):
             return Refusal(401, "missing or wrong bearer token")
-        if self._token is None and not self._host_allowed(headers.get("host", "")):
+        if (self._token is None or not token_required) and not self._host_allowed(headers.get("host", "")):
             return Refusal(403, "Host header is not a loopback name")
         origin = headers.get("origin")
         if origin is not None:

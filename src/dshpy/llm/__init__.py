@@ -1,6 +1,6 @@
 """The model client (layer L5): OpenAI-compatible streaming chat, in dsh's stream vocabulary.
 
-* :mod:`~dshpy.llm.client` — :class:`ChatClient`;
+* :mod:`~dshpy.llm.client` — :class:`ChatClient` (and :class:`ResponseInfo`, what the server names besides chunks);
 * :mod:`~dshpy.llm.config` — :class:`ModelConfig` (``DEEPSEEK_*`` environment), :class:`ModelTimeouts`;
 * :mod:`~dshpy.llm.chunks` — dsh's ``StreamChunk`` vocabulary;
 * :mod:`~dshpy.llm.mapping` — chat-completions chunks → ``StreamChunk`` s;
@@ -12,7 +12,7 @@
 * :mod:`~dshpy.llm.messages` — derived messages → chat-completions messages.
 """
 
-from dshpy.llm.client import ChatClient
+from dshpy.llm.client import ChatClient, ResponseInfo
 from dshpy.llm.config import (
     DEFAULT_BASE_URL,
     DEFAULT_MODEL,
@@ -38,6 +38,7 @@ __all__ = [
     "ModelConfig",
     "ModelConfigError",
     "ModelTimeouts",
+    "ResponseInfo",
     "RetryPolicy",
     "expand_stream",
     "pack_stream",

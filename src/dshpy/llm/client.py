@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncGenerator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import openai
@@ -43,7 +44,23 @@ __all__ = [
     "ModelConfig",
     "ModelConfigError",
     "ModelTimeouts",
+    "ResponseInfo",
 ]
+
+
+@dataclass(slots=True)
+class ResponseInfo:
+    """What the server said about its answer besides the chunks: dsh's stream vocabulary has no place for it.
+
+    Pass one to :meth:`ChatClient.stream` and read it as the stream goes (telemetry's
+    ``gen_ai.response.model`` comes from here): the server may answer with another
+    model than the one asked for (an alias resolved, a dated snapshot).
+    """
+
+    model: str | None = None
+    """The ``model`` of the first chunk that names one."""
+    id: str | None = None
+    """That chunk's ``id`` (the completion's)."""
 
 
 class ChatClient:
@@ -124,9 +141,11 @@ class ChatClient:
         max_tokens: int | None = None,
         reasoning_effort: str | None = None,
         extra_body: Mapping[str, Any] | None = None,
+        info: ResponseInfo | None = None,
     ) -> AsyncGenerator[StreamChunk, None]:
         """Send one request and yield its chunks; the last one is ``finish``.
 
+        ``info``, if given, gets the model and id the server names in its chunks.
         Raises :class:`LlmError` on failure (chunks already yielded stay valid: they
         are the partial stream of the failed attempt). Cancelling the consumer closes
         the HTTP response.
@@ -174,6 +193,8 @@ class ChatClient:
                         chunk = await anext(chunks)
                     except StopAsyncIteration:
                         break
+                if info is not None and info.model is None and chunk.model:
+                    info.model, info.id = chunk.model, chunk.id
                 for out in mapper.feed(chunk.to_dict()):
                     yield out
             for out in mapper.end():

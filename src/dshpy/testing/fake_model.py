@@ -354,6 +354,7 @@ class _State:
     default: Reply | None
     context_window: int | None = None
     responder: Responder | None = None
+    response_model: str | None = None
     prompt_sizes: list[int] = field(default_factory=list)
     refused: int = 0
     requests: list[dict[str, Any]] = field(default_factory=list)
@@ -444,7 +445,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _stream(self, reply: Reply, request: dict[str, Any], number: int) -> None:
         state = self.server.state
-        model = request.get("model", "fake-model")
+        model = state.response_model or request.get("model", "fake-model")
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
@@ -506,8 +507,13 @@ class FakeModelServer:
         default: Reply | None = None,
         context_window: int | None = None,
         responder: Responder | None = None,
+        response_model: str | None = None,
     ) -> None:
         """``context_window``: refuse prompts over this many tokens (see the module doc); ``None``: no limit.
+
+        ``response_model``: the ``model`` every chunk names (``None``: the request's, as an
+        exact-name deployment answers) — a real server may answer with another name than
+        the one asked for (an alias resolved to a dated snapshot).
 
         ``responder(body)`` sees every request the window admits (under the server's
         lock: keep it quick) and may answer it with a :class:`Reply` chosen by content —
@@ -516,7 +522,7 @@ class FakeModelServer:
         """
         if context_window is not None and (type(context_window) is not int or context_window < 1):
             raise ValueError(f"context_window must be a positive integer, got {context_window!r}")
-        self._state = _State(list(script), default, context_window, responder)
+        self._state = _State(list(script), default, context_window, responder, response_model)
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
 

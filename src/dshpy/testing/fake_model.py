@@ -103,6 +103,8 @@ class Reply:
     ending: Literal["done", "cut", "stall"] = "done"
     chunk_delay: float = 0.0
     """Seconds to sleep before each chunk (to make streams observably live)."""
+    first_delay: float = 0.0
+    """Seconds to sleep before the first chunk, after the headers: a model's time to first token."""
 
     # -- streams ------------------------------------------------------------------
 
@@ -222,6 +224,10 @@ class Reply:
             final["usage"] = usage.to_json()
         chunks.append(final)
         return cls(chunks=tuple(chunks), chunk_delay=chunk_delay)
+
+    def delayed(self, seconds: float) -> Reply:
+        """This reply, its first chunk sent ``seconds`` after the headers (a real model's time to first token)."""
+        return replace(self, first_delay=seconds)
 
     def cut(self, after: int) -> Reply:
         """This stream, broken off after ``after`` chunks: the connection closes with no ``[DONE]``."""
@@ -453,6 +459,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         created = int(time.time())
         chunks = reply.chunks if reply.stop_after is None else reply.chunks[: reply.stop_after]
+        if reply.first_delay:
+            self.wfile.flush()  # the headers go now: the wait is for the first token, not the response
+            time.sleep(reply.first_delay)
         for part in chunks:
             if reply.chunk_delay:
                 time.sleep(reply.chunk_delay)

@@ -7,7 +7,6 @@ durable step, so its spans carry neither number.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -105,12 +104,10 @@ def test_with_telemetry_off_a_backend_reports_to_nobody(tmp_path: Path) -> None:
     session = store.create()
     session.append("session/title", {"title": "t", "messageSeqs": [], "source": {"kind": "user"}})
     session.flush()  # reported to nobody
-    with FlushReport() as outer:
-        with FlushReport() as inner:
-            session.append("session/title", {"title": "u", "messageSeqs": [], "source": {"kind": "user"}})
-            session.flush()
+    with FlushReport() as outer, FlushReport() as inner:
+        session.append("session/title", {"title": "u", "messageSeqs": [], "source": {"kind": "user"}})
+        session.flush()
     assert inner.steps == 1 and inner.durable_ns > 0 and inner.written == len(encode_event(session.events[-1]))
     assert outer.steps == 0 and outer.written is None  # nested: the inner block collected
     session.close()
     store.close()
-    assert os.path.exists(tmp_path / "s.db")

@@ -123,12 +123,25 @@ def telemetry(mode: str, endpoint: str | None) -> Iterator[None]:
 # -- the workloads --------------------------------------------------------------------------
 
 
-def appends(url: str, events: list[dshpy.SessionEvent]) -> float:
+Timing = tuple[float, float]
+"""Seconds of wall-clock time and of this process's CPU time (all its threads: the fake model's, the exporters')."""
+
+
+def clocks() -> Timing:
+    return time.perf_counter(), time.process_time()
+
+
+def per(started: Timing, count: int) -> Timing:
+    wall, cpu = clocks()
+    return (wall - started[0]) / count, (cpu - started[1]) / count
+
+
+def appends(url: str, events: list[dshpy.SessionEvent]) -> Timing:
     """Seconds per event: append (validated) + flush every 10 events + close."""
     store = dshpy.open_store(url)
     session = store.create(cwd="/bench")
     with no_gc():
-        started = time.perf_counter()
+        started = clocks()
         for index, event in enumerate(events, 1):
             session.append(
                 event.type, event.data, surface_op=event.surface_op, source_event_seqs=event.source_event_seqs
@@ -136,12 +149,12 @@ def appends(url: str, events: list[dshpy.SessionEvent]) -> float:
             if index % 10 == 0:
                 session.flush()
         session.close()
-        elapsed = time.perf_counter() - started
+        elapsed = per(started, len(events))
     store.close()
-    return elapsed / len(events)
+    return elapsed
 
 
-async def turns(base_url: str, url: str, count: int) -> float:
+async def turns(base_url: str, url: str, count: int) -> Timing:
     """Seconds per one-step agent turn (three warm-up turns first)."""
     store = dshpy.open_store(url)
     session = store.create(cwd="/bench")
@@ -150,11 +163,11 @@ async def turns(base_url: str, url: str, count: int) -> float:
             agent = Agent(session, client, system_prompt="You are a benchmark.")
             for _ in range(3):
                 await agent.run("hi")
-            started = time.perf_counter()
+            started = clocks()
             for _ in range(count):
                 result = await agent.run("hi")
                 assert result.kind == "completed", result.reason
-            return (time.perf_counter() - started) / count
+            return per(started, count)
     finally:
         session.close()
         store.close()
@@ -166,19 +179,22 @@ REPLY = Reply.text("The answer is 42.", pieces=4)
 def measure(
     modes: Sequence[str], rounds: int, events: int, turn_count: int, endpoint: str | None, ttft_ms: float
 ) -> dict[str, Any]:
-    """Best seconds per event / per turn, by workload and mode."""
+    """Best seconds per event / per turn, wall-clock and CPU (each kept apart), by workload and mode."""
     sample = realistic_events(events)
     best: dict[str, dict[str, float]] = {}
+    best_cpu: dict[str, dict[str, float]] = {}
     slow_turns = max(5, turn_count // 5)
     slow = f"turn, sqlite, {ttft_ms:g} ms TTFT"
 
-    def keep(workload: str, mode: str, seconds: float) -> None:
-        found = best.setdefault(workload, {})
-        found[mode] = min(found.get(mode, seconds), seconds)
+    def keep(workload: str, mode: str, timing: Timing) -> None:
+        for table, seconds in ((best, timing[0]), (best_cpu, timing[1])):
+            found = table.setdefault(workload, {})
+            found[mode] = min(found.get(mode, seconds), seconds)
 
+    delayed = getattr(REPLY, "delayed", None)  # absent from trees older than this benchmark (--compare-src)
     with (
         FakeModelServer(default=REPLY) as model,
-        FakeModelServer(default=REPLY.delayed(ttft_ms / 1000)) as slow_model,
+        FakeModelServer(default=delayed(ttft_ms / 1000) if delayed else REPLY) as slow_model,
         tempfile.TemporaryDirectory() as tmp,
     ):
         for round_number in range(rounds):
@@ -190,9 +206,17 @@ def measure(
                     keep("turn, memory", mode, asyncio.run(turns(model.base_url, "memory:", turn_count)))
                     db = Path(tmp) / f"turns-{mode}-{round_number}.db"
                     keep("turn, sqlite", mode, asyncio.run(turns(model.base_url, f"sqlite:///{db}", turn_count)))
-                    db = Path(tmp) / f"slow-{mode}-{round_number}.db"
-                    keep(slow, mode, asyncio.run(turns(slow_model.base_url, f"sqlite:///{db}", slow_turns)))
-    return {"events": len(sample), "turns": turn_count, "slow_turns": slow_turns, "rounds": rounds, "seconds": best}
+                    if delayed is not None:
+                        db = Path(tmp) / f"slow-{mode}-{round_number}.db"
+                        keep(slow, mode, asyncio.run(turns(slow_model.base_url, f"sqlite:///{db}", slow_turns)))
+    return {
+        "events": len(sample),
+        "turns": turn_count,
+        "slow_turns": slow_turns,
+        "rounds": rounds,
+        "seconds": best,
+        "cpu_seconds": best_cpu,
+    }
 
 
 # -- off against never consulted ---------------------------------------------------------------
@@ -315,11 +339,14 @@ def main() -> int:
         return 0
     from dshpy.testing.otlp_receiver import OtlpReceiver
 
+    load_before = os.getloadavg()
     with OtlpReceiver() as receiver:
         result = measure(MODES, args.rounds, args.events, args.turns, receiver.endpoint, args.ttft)
         exported = {path: len(receiver.bodies(path)) for path in ("/v1/traces", "/v1/metrics")}
     result["otlp_requests_received"] = exported
+    result["load_average"] = {"before": load_before, "after": os.getloadavg(), "cpus": os.cpu_count()}
     seconds: dict[str, dict[str, float]] = result["seconds"]
+    cpu_seconds: dict[str, dict[str, float]] = result["cpu_seconds"]
     if args.compare_src:
         for workload, value in other_tree(args.compare_src, args).items():
             seconds[workload]["other tree, off"] = value
@@ -336,15 +363,22 @@ def main() -> int:
     print(
         f"telemetry overhead: {result['events']} events per append run, {result['turns']} one-step turns per turn run"
         f" ({result['slow_turns']} against the slow model),"
-        f" best of {result['rounds']} interleaved rounds"
+        f" best of {result['rounds']} interleaved rounds; load average {load_before[0]:.1f} before,"
+        f" {result['load_average']['after'][0]:.1f} after, on {os.cpu_count()} CPUs"
     )
+    print("  wall-clock per event/turn, then this process's CPU time (all threads) per event/turn")
     for workload, by_mode in seconds.items():
         unit, scale = ("µs/event", 1e6) if workload.startswith("event") else ("ms/turn", 1e3)
         print(f"  {workload}")
         for mode, value in by_mode.items():
             ratio = value / by_mode["off"]
             label = LABELS.get(mode, mode)
-            print(f"    {label:<28} {value * scale:9.2f} {unit}   {ratio:5.3f}x  ({(ratio - 1) * 100:+.1f}%)")
+            line = f"    {label:<28} {value * scale:9.2f} {unit} {(ratio - 1) * 100:+7.1f}%"
+            cpu = cpu_seconds.get(workload, {})
+            if mode in cpu:
+                cpu_ratio = cpu[mode] / cpu["off"]
+                line += f"   cpu {cpu[mode] * scale:9.2f} {unit} {(cpu_ratio - 1) * 100:+7.1f}%"
+            print(line)
     print(f"  OTLP requests the loopback receiver got: {exported}")
     print("  off against never consulted (sqlite workloads): passes per turn / per event x cost per pass")
     for key, cost in off["cost_per_pass"].items():

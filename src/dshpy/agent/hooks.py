@@ -15,7 +15,7 @@ message before the next step. The points:
 Four more points only observe (telemetry is built on them, :mod:`dshpy.telemetry`):
 
 * ``model-request`` (:class:`ModelRequest`) — each model request (every retry too)
-  is about to be sent;
+  is about to be sent; its ``response`` is filled in as the answer streams in;
 * ``tool-start`` / ``tool-end`` (:class:`ToolStart`, :class:`ToolEnd`) — around each
   tool body, in the task that runs it (a denied or unknown tool too: its body is the
   refusal), so what a handler puts in the task's context the body sees;

@@ -151,3 +151,23 @@ def test_prompt_tokens_count_reasoning_tool_calls_and_tool_schemas():
     }
     expected = (4 + 4) + (4 + 2) + -(-len(json.dumps(tools)) // 4)  # 4+4+7 chars -> 4 tokens; 8 chars -> 2
     assert prompt_tokens(request) == expected
+
+
+def test_response_model_names_every_chunk_whatever_was_asked():
+    with FakeModelServer([Reply.text("Hi")], response_model="deepseek-chat-2026-03-01") as s:
+        connection, response = post(s, {"model": "deepseek-chat", "messages": []})
+        chunks = [json.loads(d) for d in events(response.read())[:-1]]
+        connection.close()
+    assert chunks and all(c["model"] == "deepseek-chat-2026-03-01" for c in chunks)
+
+
+def test_a_delayed_reply_sends_its_headers_at_once_and_its_first_chunk_later():
+    with FakeModelServer([Reply.text("Hi").delayed(0.3)]) as s:
+        started = time.monotonic()
+        connection, response = post(s)
+        headers_at = time.monotonic() - started
+        raw = response.read()
+        done_at = time.monotonic() - started
+        connection.close()
+    assert response.status == 200 and events(raw)[-1] == "[DONE]"
+    assert headers_at < 0.3 <= done_at  # headers held back for the delay would arrive after 0.3 s

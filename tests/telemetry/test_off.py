@@ -45,20 +45,20 @@ TURN = textwrap.dedent(
 )
 
 
+def python(script: str, args: list[str], home: Path, base_url: str, **extra: str) -> subprocess.CompletedProcess:
+    """``python -c script *args`` against the fake model, with no DSHPY_/OTEL_ setting inherited; must succeed."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DSHPY_", "DEEPSEEK_", "OTEL_"))}
+    env.update(DEEPSEEK_API_KEY="k", DEEPSEEK_BASE_URL=base_url, DSHPY_HOME=str(home), **extra)
+    command = [sys.executable, "-c", script, *args]
+    done = subprocess.run(command, env=env, cwd=home.parent, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    return done
+
+
 def run_child(tmp_path: Path, prelude: str = "", *args: str) -> dict:
     with FakeModelServer(default=Reply.text("ok")) as model:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("DSHPY_", "OTEL_"))}
-        env.update(DEEPSEEK_API_KEY="k", DEEPSEEK_BASE_URL=model.base_url, DSHPY_HOME=str(tmp_path))
         script = TURN.format(prelude=prelude)
-        done = subprocess.run(
-            [sys.executable, "-c", script, f"sqlite:///{tmp_path}/s.db", *args],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-    assert done.returncode == 0, done.stderr
+        done = python(script, [f"sqlite:///{tmp_path}/s.db", *args], tmp_path / "home", model.base_url)
     return json.loads(done.stdout.splitlines()[-1])
 
 
@@ -97,3 +97,43 @@ def test_dshpy_run_otel_without_the_extra_is_a_usage_error(tmp_path: Path) -> No
     )
     assert done.returncode == 1
     assert "dshpy[otel]" in done.stderr and "Traceback" not in done.stderr
+
+
+RUN_AND_LIST_MODULES = textwrap.dedent(
+    """
+    import atexit, json, sys
+
+    def report():
+        loaded = sorted(name for name in sys.modules if name.startswith("opentelemetry"))
+        sys.stderr.write("\\nOTEL-MODULES " + json.dumps(loaded) + "\\n")
+
+    atexit.register(report)
+    from dshpy.cli import main
+    sys.argv[0] = "dshpy"
+    main()
+    """
+)
+
+
+def test_dshpy_run_with_telemetry_off_imports_no_opentelemetry(tmp_path: Path) -> None:
+    """The real command, as a process: a turn with a tool call, stored in SQLite, and no OpenTelemetry module loaded.
+
+    ``--otel`` in the same child is the control: the probe does see OpenTelemetry when it is there.
+    """
+    (tmp_path / "a.txt").write_text("hello")
+    replies = [Reply.tool_calls(("read_file", '{"path": "a.txt"}')), Reply.text("It says hello.")]
+
+    def run(*flags: str) -> tuple[dict, list[str]]:
+        with FakeModelServer(replies) as model:
+            store = f"sqlite:///{tmp_path}/s{len(flags)}.db"
+            args = ["--store", store, "run", *flags, "--json", "read a.txt"]
+            none = {"OTEL_TRACES_EXPORTER": "none", "OTEL_METRICS_EXPORTER": "none"}  # the control exports nowhere
+            done = python(RUN_AND_LIST_MODULES, args, tmp_path / "home", model.base_url, **none)
+        (line,) = [line for line in done.stderr.splitlines() if line.startswith("OTEL-MODULES ")]
+        return json.loads(done.stdout), json.loads(line.removeprefix("OTEL-MODULES "))
+
+    result, loaded = run()
+    assert result["reason"] == {"kind": "completed"} and result["steps"] == 2 and "hello" in result["text"]
+    assert loaded == []
+    _result, control = run("--otel")
+    assert "opentelemetry.trace" in control and "opentelemetry.sdk.trace" in control

@@ -15,7 +15,7 @@ message before the next step. The points:
 Four more points only observe (telemetry is built on them, :mod:`dshpy.telemetry`):
 
 * ``model-request`` (:class:`ModelRequest`) — each model request (every retry too)
-  is about to be sent;
+  is about to be sent; its ``response`` is filled in as the answer streams in;
 * ``tool-start`` / ``tool-end`` (:class:`ToolStart`, :class:`ToolEnd`) — around each
   tool body, in the task that runs it (a denied or unknown tool too: its body is the
   refusal), so what a handler puts in the task's context the body sees;
@@ -30,9 +30,10 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
+from dshpy.llm.client import ResponseInfo
 from dshpy.log.messages import Message
 
 if TYPE_CHECKING:
@@ -118,6 +119,8 @@ class ModelRequest:
     """The chat messages about to be sent (the log's derivation; read, never change them)."""
     tools: list[dict[str, Any]]
     """The tool schemas offered with them."""
+    response: ResponseInfo = field(default_factory=ResponseInfo)
+    """What the server says about its answer (its ``model``), filled in as the stream arrives."""
 
 
 @dataclass(slots=True)

@@ -63,7 +63,7 @@ from dshpy.compaction import CompactionEngine
 from dshpy.core.events import SessionEvent
 from dshpy.errors import DshError
 from dshpy.llm import chunks as c
-from dshpy.llm.client import ChatClient
+from dshpy.llm.client import ChatClient, ResponseInfo
 from dshpy.llm.failures import LlmError
 from dshpy.llm.messages import ReasoningReplay
 from dshpy.llm.protocol import HistoryConverter, ModelClient
@@ -549,12 +549,18 @@ class Agent:
             self._history.reasoning = self.reasoning_replay
             messages = self._history.convert(self.session.derive_messages())
             self.session.flush()  # checkpoint: before every model request
+            response = ResponseInfo()
             if self._hooks.has("model-request"):
-                await self._hooks.emit("model-request", ModelRequest(self, number, step, attempt, messages, tools))
+                request = ModelRequest(self, number, step, attempt, messages, tools, response)
+                await self._hooks.emit("model-request", request)
             accumulator = AssistantStreamAccumulator()
             try:
                 stream = self.client.stream(
-                    messages, tools=tools, max_tokens=self.max_tokens, reasoning_effort=self.reasoning_effort
+                    messages,
+                    tools=tools,
+                    max_tokens=self.max_tokens,
+                    reasoning_effort=self.reasoning_effort,
+                    info=response,
                 )
                 async with contextlib.aclosing(stream) as chunks:
                     async for chunk in chunks:

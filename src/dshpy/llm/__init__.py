@@ -1,6 +1,7 @@
 """The model clients (layer L5): OpenAI-compatible chat and Anthropic-format Messages, in dsh's stream vocabulary.
 
-* :mod:`~dshpy.llm.client` — :class:`ChatClient` (chat completions);
+* :mod:`~dshpy.llm.client` — :class:`ChatClient` (chat completions; :class:`ResponseInfo`, what the server names
+  besides chunks);
 * :mod:`~dshpy.llm.anthropic` — :class:`AnthropicClient` (Messages API, provider ``deepseek-official``);
 * :mod:`~dshpy.llm.anthropic_mapping` / :mod:`~dshpy.llm.anthropic_messages` — its stream and history mapping;
 * :mod:`~dshpy.llm.protocol` — :class:`ModelClient`, :func:`make_client` (picks one by provider);
@@ -16,7 +17,7 @@
 """
 
 from dshpy.llm.anthropic import AnthropicClient
-from dshpy.llm.client import ChatClient
+from dshpy.llm.client import ChatClient, ResponseInfo
 from dshpy.llm.config import (
     DEFAULT_BASE_URL,
     DEFAULT_MODEL,
@@ -45,6 +46,7 @@ __all__ = [
     "ModelConfig",
     "ModelConfigError",
     "ModelTimeouts",
+    "ResponseInfo",
     "RetryPolicy",
     "expand_stream",
     "make_client",

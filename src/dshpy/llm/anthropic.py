@@ -36,6 +36,7 @@ from dshpy.llm.config import API_KEY_HINT, MissingApiKeyError, ModelConfig
 from dshpy.llm.deadline import RequestDeadline, _End
 from dshpy.llm.failures import LlmError, classify_anthropic_error
 from dshpy.llm.messages import ReasoningReplay
+from dshpy.llm.response_info import ResponseInfo
 
 __all__ = ["ANTHROPIC_VERSION", "DEFAULT_MESSAGES_MAX_TOKENS", "REASONING_EFFORTS", "AnthropicClient", "messages_url"]
 
@@ -165,8 +166,11 @@ class AnthropicClient:
         max_tokens: int | None = None,
         reasoning_effort: str | None = None,
         extra_body: Mapping[str, Any] | None = None,
+        info: ResponseInfo | None = None,
     ) -> AsyncGenerator[StreamChunk, None]:
         """Send one request and yield its chunks; the last one is ``finish`` (with the replay state).
+
+        ``info``, if given, gets the model and id the server names in ``message_start``.
 
         Raises :class:`LlmError` on failure, before or during the stream (chunks
         already yielded stay valid: the partial stream of the failed attempt).
@@ -205,6 +209,10 @@ class AnthropicClient:
                             "code": "STREAM_INTERRUPTED",
                         }
                     )
+                if info is not None and info.model is None and event.get("type") == "message_start":
+                    message = event.get("message")
+                    if isinstance(message, dict) and isinstance(message.get("model"), str):
+                        info.model, info.id = message["model"], message.get("id")
                 for out in mapper.feed(event):
                     yield out
                 if mapper.finished:

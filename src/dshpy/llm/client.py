@@ -35,6 +35,7 @@ from dshpy.llm.deadline import RequestDeadline, _End
 from dshpy.llm.failures import LlmError
 from dshpy.llm.mapping import ChunkMapper
 from dshpy.llm.messages import ChatHistory, ReasoningReplay
+from dshpy.llm.response_info import ResponseInfo
 
 __all__ = [
     "API_KEY_HINT",
@@ -45,7 +46,10 @@ __all__ = [
     "ModelConfig",
     "ModelConfigError",
     "ModelTimeouts",
+    "ResponseInfo",
 ]
+
+
 
 
 class ChatClient:
@@ -135,9 +139,11 @@ class ChatClient:
         max_tokens: int | None = None,
         reasoning_effort: str | None = None,
         extra_body: Mapping[str, Any] | None = None,
+        info: ResponseInfo | None = None,
     ) -> AsyncGenerator[StreamChunk, None]:
         """Send one request and yield its chunks; the last one is ``finish``.
 
+        ``info``, if given, gets the model and id the server names in its chunks.
         Raises :class:`LlmError` on failure (chunks already yielded stay valid: they
         are the partial stream of the failed attempt). Cancelling the consumer closes
         the HTTP response.
@@ -174,6 +180,8 @@ class ChatClient:
         chunks = response.__aiter__()
         try:
             while not isinstance(chunk := await deadline.next(chunks), _End):
+                if info is not None and info.model is None and chunk.model:
+                    info.model, info.id = chunk.model, chunk.id
                 for out in mapper.feed(chunk.to_dict()):
                     yield out
             for out in mapper.end():

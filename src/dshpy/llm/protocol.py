@@ -18,6 +18,7 @@ from dshpy.llm.chunks import StreamChunk
 from dshpy.llm.client import ChatClient
 from dshpy.llm.config import ModelConfig
 from dshpy.llm.messages import ReasoningReplay
+from dshpy.llm.response_info import ResponseInfo
 from dshpy.log.messages import Message
 
 __all__ = ["HistoryConverter", "ModelClient", "make_client"]
@@ -57,6 +58,7 @@ class ModelClient(Protocol):
         max_tokens: int | None = None,
         reasoning_effort: str | None = None,
         extra_body: Mapping[str, Any] | None = None,
+        info: ResponseInfo | None = None,
     ) -> AsyncGenerator[StreamChunk, None]: ...
 
     async def close(self) -> None: ...

@@ -35,6 +35,7 @@ from __future__ import annotations
 import builtins
 import itertools
 import re
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
@@ -73,6 +74,7 @@ from dshpy.storage.checksum import (
     session_row_crc,
     verified_event,
 )
+from dshpy.storage.flush_report import record_durable, reporting
 from dshpy.storage.follow import StopSignal
 from dshpy.storage.postgres_checksums import verified_cache_rows
 from dshpy.storage.postgres_connect import (
@@ -428,10 +430,16 @@ class PostgresStore(
     def _append(self, session_id: str, expected_seq: int, events: Sequence[SessionEvent]) -> None:
         """One statement: the server-side ``append_events`` locks, compares, moves ``next_seq``, inserts and
         notifies; a log that lost rows is refused (``data_corrupted``) as :class:`CorruptSessionError`."""
-        params = (session_id, expected_seq, *_columns(session_id, events), self.channel, *doc_columns(events))
+        columns = _columns(session_id, events)
+        params = (session_id, expected_seq, *columns, self.channel, *doc_columns(events))
+        report = reporting()
+        if report is not None:
+            report.written = sum(len(body.encode()) for body in columns[3])
         with self._connection(f'append to session "{session_id}"') as conn:
             try:
+                committed = time.perf_counter_ns()  # autocommit: the server commits before it answers
                 row = conn.execute(self._sql.append, params).fetchone()
+                record_durable(committed)
             except psycopg.errors.DataCorrupted as error:  # the log lost rows: never write past the gap
                 raise CorruptSessionError(error.diag.message_primary or str(error)) from None
             except psycopg.errors.UniqueViolation as error:

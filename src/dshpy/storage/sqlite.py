@@ -35,6 +35,7 @@ import itertools
 import os
 import sqlite3
 import threading
+import time
 import urllib.parse
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -73,6 +74,7 @@ from dshpy.storage.checksum import (
     session_row_crc,
     verified_event,
 )
+from dshpy.storage.flush_report import record_durable, reporting
 from dshpy.storage.lease import FileLease, Lease
 from dshpy.storage.projection_cache import ProjectionRow
 from dshpy.storage.records import SessionInfo, StoredRecord
@@ -525,6 +527,9 @@ class SqliteStore(BaseStore, ZeroCopyForks, MetadataQueries, ProjectionCache, In
         rows = self._rows(session_id, events)
         docs = doc_rows(session_id, events)  # indexed in the same transaction: search is never behind or ahead
         doing = f'appending to session "{session_id}"'
+        report = reporting()
+        if report is not None:
+            report.written = sum(len(row[4]) for row in rows)
         with self._lock:
             cursor = self._cursor
             self._begin(doing)
@@ -540,7 +545,9 @@ class SqliteStore(BaseStore, ZeroCopyForks, MetadataQueries, ProjectionCache, In
                 cursor.executemany(_INSERT_EVENTS, rows)
                 add_docs(cursor, session_id, docs)
                 cursor.execute("UPDATE sessions SET next_seq = ? WHERE id = ?", (expected_seq + len(rows), session_id))
-                cursor.execute("COMMIT")
+                committed = time.perf_counter_ns()
+                cursor.execute("COMMIT")  # synchronous=FULL: the WAL's fsync happens here
+                record_durable(committed)
             except sqlite3.IntegrityError as error:
                 self._rollback()
                 raise ConflictError(

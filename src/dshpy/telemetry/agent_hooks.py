@@ -48,7 +48,7 @@ class AgentObserver:
         self._removers = []
 
     def _model_request(self, payload: Any) -> None:
-        self._trace.model_request(payload.agent, payload.step, payload.attempt, payload.messages)
+        self._trace.model_request(payload.agent, payload.step, payload.attempt, payload.messages, payload.response)
 
     def _tool_start(self, payload: Any) -> None:
         self._trace.tool_start(payload.agent, payload.step, payload.call_id, payload.name, payload.arguments)

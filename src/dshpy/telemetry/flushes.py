@@ -4,8 +4,10 @@ The storage layer hands every live session's backend writer to telemetry
 (:func:`dshpy.storage.live_session.observe_writers`); :class:`TracedWriter` wraps it, so
 a flush becomes a span under the step or turn it happened in, with the backend, the
 batch's size and first seq, and two metrics (its duration and event count, by
-backend). The span's duration is the backend's whole durable write — its fsync or
-commit is inside, not reported apart (the backends do not say).
+backend). What only the backend knows comes through a
+:class:`~dshpy.storage.flush_report.FlushReport` open around the write: the time its
+durable step took (``dshpy.store.flush.fsync_ms``: the fsync, or the commit — see
+that module for what each backend times) and the bytes it wrote.
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ from typing import Any
 
 from opentelemetry.trace import Status, StatusCode
 
-from dshpy.core.events import SessionEvent, encode_event
+from dshpy.core.events import SessionEvent
 from dshpy.log.session import SessionWriter
+from dshpy.storage.flush_report import FlushReport
 from dshpy.telemetry import names as n
 from dshpy.telemetry.instruments import Instruments
 from dshpy.telemetry.session_trace import SessionTrace
@@ -31,57 +34,62 @@ log = logging.getLogger("dshpy.telemetry")
 class TracedWriter:
     """A backend writer whose every batch is timed into a ``dshpy.store.flush`` span (calls pass through unchanged)."""
 
-    __slots__ = ("_backend", "_inner", "_instruments", "_trace")
+    __slots__ = ("_backend", "_inner", "_instruments", "_metric", "_trace")
 
     def __init__(self, inner: SessionWriter, trace: SessionTrace, backend: str, instruments: Instruments) -> None:
         self._inner = inner
         self._trace = trace
         self._backend = backend
         self._instruments = instruments
+        self._metric = {n.STORE_BACKEND: backend}
+        """The metrics' attributes, built once (the SDK copies what it keeps)."""
 
     def write(self, session_id: str, expected_seq: int, events: Sequence[SessionEvent]) -> None:
         if self._trace.detach is None:  # telemetry was turned off: a plain write
             self._inner.write(session_id, expected_seq, events)
             return
         started = time.time_ns()
-        try:
-            self._inner.write(session_id, expected_seq, events)
-        except BaseException as error:
-            self._record(started, expected_seq, events, error)
-            raise
-        self._record(started, expected_seq, events, None)
+        with FlushReport() as report:
+            try:
+                self._inner.write(session_id, expected_seq, events)
+            except BaseException as error:
+                self._record(started, expected_seq, events, report, error)
+                raise
+        self._record(started, expected_seq, events, report, None)
 
     def close(self) -> None:
         self._inner.close()
 
     def _record(
-        self, started: int, expected_seq: int, events: Sequence[SessionEvent], error: BaseException | None
+        self,
+        started: int,
+        expected_seq: int,
+        events: Sequence[SessionEvent],
+        report: FlushReport,
+        error: BaseException | None,
     ) -> None:
-        """The batch's span and metrics; never raises (telemetry must not fail a flush).
-
-        The span's byte count (the batch as dsh's JSON lines, before compression) is
-        worked out only for a span that is recorded: it means encoding the batch again.
-        """
+        """The batch's span and metrics; never raises (telemetry must not fail a flush)."""
         try:
             ended = time.time_ns()
             trace = self._trace
-            metric: dict[str, Any] = {n.STORE_BACKEND: self._backend}
-            attributes: dict[str, Any] = {
-                **trace.numbers(),
-                n.STORE_BACKEND: self._backend,
-                n.FLUSH_EVENTS: len(events),
-                n.FLUSH_FIRST_SEQ: expected_seq,
-            }
+            metric = self._metric
+            attributes: dict[str, Any] = trace.numbers()
+            attributes[n.STORE_BACKEND] = self._backend
+            attributes[n.FLUSH_EVENTS] = len(events)
+            attributes[n.FLUSH_FIRST_SEQ] = expected_seq
+            if report.steps:
+                attributes[n.FLUSH_FSYNC_MS] = report.durable_ns / 1e6
+            if report.written is not None:
+                attributes[n.FLUSH_BYTES] = report.written
             if error is not None:
-                attributes[n.ERROR_TYPE] = metric[n.ERROR_TYPE] = type(error).__qualname__
+                attributes[n.ERROR_TYPE] = type(error).__qualname__
+                metric = {**metric, n.ERROR_TYPE: attributes[n.ERROR_TYPE]}
             instruments = self._instruments
             span = instruments.tracer.start_span(
                 n.SPAN_FLUSH, context=trace.parent_context(), attributes=attributes, start_time=started
             )
-            if span.is_recording():
-                span.set_attribute(n.FLUSH_BYTES, sum(len(encode_event(event)) + 1 for event in events))
-                if error is not None:
-                    span.set_status(Status(StatusCode.ERROR, str(error)))
+            if error is not None:
+                span.set_status(Status(StatusCode.ERROR, str(error)))
             span.end(end_time=ended)
             instruments.flush_duration.record((ended - started) / 1e9, metric)
             instruments.flush_events.record(len(events), metric)

@@ -123,9 +123,11 @@ class _Current:
 class _Call:
     """An open ``chat`` or ``execute_tool`` span, what its metrics need, and the context token it is current under."""
 
-    __slots__ = ("attempt", "attempt_ns", "error", "metric", "span", "started", "step", "token", "usage")
+    __slots__ = ("attempt", "attempt_ns", "error", "metric", "response", "span", "started", "step", "token", "usage")
 
     def __init__(self, span: Span, step: int, metric: dict[str, Any], token: _Current | None) -> None:
+        self.response: Any = None
+        """The :class:`~dshpy.llm.client.ResponseInfo` of the latest try (filled in as its stream arrives)."""
         self.span = span
         self.step = step
         self.metric = metric
@@ -173,6 +175,10 @@ class SessionTrace:
         self._turn_error: str | None = None
         self._step: Span | None = None
         self._step_number = 0
+        self._context: otel_context.Context | None = None
+        """The open step's (else turn's) span as a context, made once per span rather than per child."""
+        self._client_key: tuple[int, str] | None = None
+        self._client_attributes: dict[str, Any] = {}
         self._chat: _Call | None = None
         self._tools: dict[str, _Call] = {}
         self._tool_names: dict[str, str] = {}
@@ -187,14 +193,20 @@ class SessionTrace:
         return self._agent() if self._agent is not None else None
 
     def _agent_attributes(self, agent: Any) -> dict[str, Any]:
-        """Provider, model and server of the agent's client: the dimensions of every GenAI metric."""
+        """Provider, model and server of the agent's client: the dimensions of every GenAI metric (a fresh copy).
+
+        Worked out once per client and model, not per call: a turn asks for them three times.
+        """
         client = agent.client
-        attributes: dict[str, Any] = {
-            n.GEN_AI_PROVIDER_NAME: self._t.provider_name(client.provider),
-            n.GEN_AI_REQUEST_MODEL: client.model,
-        }
-        attributes.update(self._t.server_of(client))
-        return attributes
+        key = (id(client), client.model)
+        if key != self._client_key:
+            attributes: dict[str, Any] = {
+                n.GEN_AI_PROVIDER_NAME: self._t.provider_name(client.provider),
+                n.GEN_AI_REQUEST_MODEL: client.model,
+            }
+            attributes.update(self._t.server_of(client))
+            self._client_key, self._client_attributes = key, attributes
+        return dict(self._client_attributes)
 
     # -- where things go -------------------------------------------------------------------------
 
@@ -203,9 +215,13 @@ class SessionTrace:
         return self._step or self._turn
 
     def parent_context(self) -> otel_context.Context | None:
-        """The context a flush or compaction span starts in: the open step or turn, else the caller's."""
+        """The context a flush, compaction, chat or tool span starts in: the open step or turn, else the caller's."""
+        return self._context
+
+    def _opened(self) -> None:
+        """A step or turn opened or closed: the context its children start in changes with it."""
         span = self._step or self._turn
-        return trace.set_span_in_context(span) if span is not None else None
+        self._context = trace.set_span_in_context(span) if span is not None else None
 
     def numbers(self) -> dict[str, Any]:
         attributes: dict[str, Any] = {n.SESSION_ID: self.session_id}
@@ -262,6 +278,7 @@ class SessionTrace:
         self._turn = self._t.instruments.tracer.start_span(
             f"{n.OPERATION_INVOKE_AGENT} {name}", kind=SpanKind.INTERNAL, attributes=attributes, links=links
         )
+        self._opened()
         self._turn_number = number
         self._turn_usage = {}
         self._turn_started = time.time_ns()
@@ -299,6 +316,7 @@ class SessionTrace:
             span.set_status(Status(StatusCode.ERROR, str(error)))
         span.end()
         self._turn = None
+        self._opened()
         self._t.remember_turn(self.session_id, span.get_span_context())
         metric = self._turn_metric
         if self._turn_error is not None:
@@ -311,9 +329,9 @@ class SessionTrace:
         self._end_step()
         number = event.data["step"]
         attributes = {n.SESSION_ID: self.session_id, n.TURN: self._turn_number, n.STEP: number}
-        context = trace.set_span_in_context(self._turn)
-        self._step = self._t.instruments.tracer.start_span(n.SPAN_STEP, context=context, attributes=attributes)
+        self._step = self._t.instruments.tracer.start_span(n.SPAN_STEP, context=self._context, attributes=attributes)
         self._step_number = number
+        self._opened()
 
     def _step_ended_event(self, _event: SessionEvent) -> None:
         self._end_step()
@@ -326,21 +344,28 @@ class SessionTrace:
         if self._step is not None:
             self._step.end()
             self._step = None
+            self._opened()
 
     # -- model calls ------------------------------------------------------------------------------
 
-    def model_request(self, agent: Any, step: int, attempt: int, messages: Sequence[Mapping[str, Any]]) -> None:
-        """The ``model-request`` hook: a chat call starts (its first try) or goes on (a retry)."""
+    def model_request(
+        self, agent: Any, step: int, attempt: int, messages: Sequence[Mapping[str, Any]], response: Any = None
+    ) -> None:
+        """The ``model-request`` hook: a chat call starts (its first try) or goes on (a retry).
+
+        ``response`` is the try's :class:`~dshpy.llm.client.ResponseInfo`, which the
+        client fills in as the stream arrives (where ``gen_ai.response.model`` comes from).
+        """
         chat = self._chat
         if chat is not None and chat.step == step:
             chat.attempt_ns = time.time_ns()
             chat.attempt = attempt
+            chat.response = response
             chat.span.set_attribute(n.ATTEMPT, attempt)
             return
         if chat is not None:
             self._end_chat()
-        parent = self._step or self._turn
-        context = trace.set_span_in_context(parent) if parent is not None else None
+        context = self._context
         metric = {n.GEN_AI_OPERATION_NAME: n.OPERATION_CHAT, **self._agent_attributes(agent)}
         attributes: dict[str, Any] = {
             **metric,
@@ -358,11 +383,20 @@ class SessionTrace:
         )
         self._chat = _Call(span, step, metric, _Current(span))  # an HTTP client's spans nest under the call
         self._chat.attempt = attempt
+        self._chat.response = response
+
+    def _response_model(self, chat: _Call) -> None:
+        """``gen_ai.response.model``, once the server has named it: on the span and every metric of the call."""
+        model = getattr(chat.response, "model", None)
+        if isinstance(model, str) and model and chat.metric.get(n.GEN_AI_RESPONSE_MODEL) != model:
+            chat.metric = {**chat.metric, n.GEN_AI_RESPONSE_MODEL: model}
+            chat.span.set_attribute(n.GEN_AI_RESPONSE_MODEL, model)
 
     def _message_event(self, event: SessionEvent) -> None:
         chat = self._chat
         if chat is None:
             return
+        self._response_model(chat)
         data = event.data
         stream = data.get("stream")
         usage = data.get("usage")
@@ -387,6 +421,7 @@ class SessionTrace:
         chat = self._chat
         if chat is None:
             return
+        self._response_model(chat)
         stream = event.data.get("stream")
         counts = gen_ai_usage(last_usage(stream))
         _add_usage(chat.usage, counts)
@@ -432,8 +467,7 @@ class SessionTrace:
 
     def tool_start(self, agent: Any, step: int, call_id: str, name: str, arguments: str) -> None:
         """The ``tool-start`` hook, in the task that runs the body: the ``execute_tool`` span becomes current there."""
-        parent = self._step or self._turn
-        context = trace.set_span_in_context(parent) if parent is not None else None
+        context = self._context
         metric = {n.GEN_AI_OPERATION_NAME: n.OPERATION_EXECUTE_TOOL, **self._agent_attributes(agent)}
         metric.pop(n.SERVER_ADDRESS, None)
         metric.pop(n.SERVER_PORT, None)

@@ -115,6 +115,9 @@ class Reply:
     stream_error: str | None = None
     """With ``ending="error"``: the in-band error type sent after ``stop_after`` chunks."""
 
+    first_delay: float = 0.0
+    """Seconds to sleep before the first chunk, after the headers: a model's time to first token."""
+
     # -- streams ------------------------------------------------------------------
 
     @classmethod
@@ -242,6 +245,10 @@ class Reply:
             final["usage"] = usage.to_json()
         chunks.append(final)
         return cls(chunks=tuple(chunks), chunk_delay=chunk_delay)
+
+    def delayed(self, seconds: float) -> Reply:
+        """This reply, its first chunk sent ``seconds`` after the headers (a real model's time to first token)."""
+        return replace(self, first_delay=seconds)
 
     def cut(self, after: int) -> Reply:
         """This stream, broken off after ``after`` chunks: the connection closes with no ``[DONE]``."""
@@ -391,6 +398,7 @@ class _State:
     default: Reply | None
     context_window: int | None = None
     responder: Responder | None = None
+    response_model: str | None = None
     prompt_sizes: list[int] = field(default_factory=list)
     refused: int = 0
     requests: list[dict[str, Any]] = field(default_factory=list)
@@ -485,7 +493,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _stream(self, reply: Reply, request: dict[str, Any], number: int) -> None:
         state = self.server.state
-        model = request.get("model", "fake-model")
+        model = state.response_model or request.get("model", "fake-model")
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
@@ -493,6 +501,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         created = int(time.time())
         chunks = reply.chunks if reply.stop_after is None else reply.chunks[: reply.stop_after]
+        if reply.first_delay:
+            self.wfile.flush()  # the headers go now: the wait is for the first token, not the response
+            time.sleep(reply.first_delay)
         for part in chunks:
             if reply.chunk_delay:
                 time.sleep(reply.chunk_delay)
@@ -551,8 +562,12 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
         prompt = state.prompt_sizes[number] if state.context_window is not None else None
-        renderer = MessagesRenderer(str(request.get("model", "fake-model")), reply.signature, prompt)
+        model = state.response_model or str(request.get("model", "fake-model"))
+        renderer = MessagesRenderer(model, reply.signature, prompt)
         chunks = reply.chunks if reply.stop_after is None else reply.chunks[: reply.stop_after]
+        if reply.first_delay:
+            self.wfile.flush()
+            time.sleep(reply.first_delay)
         for part in chunks:
             if reply.chunk_delay:
                 time.sleep(reply.chunk_delay)
@@ -583,8 +598,13 @@ class FakeModelServer:
         default: Reply | None = None,
         context_window: int | None = None,
         responder: Responder | None = None,
+        response_model: str | None = None,
     ) -> None:
         """``context_window``: refuse prompts over this many tokens (see the module doc); ``None``: no limit.
+
+        ``response_model``: the ``model`` every chunk names (``None``: the request's, as an
+        exact-name deployment answers) — a real server may answer with another name than
+        the one asked for (an alias resolved to a dated snapshot).
 
         ``responder(body)`` sees every request the window admits (under the server's
         lock: keep it quick) and may answer it with a :class:`Reply` chosen by content —
@@ -593,7 +613,7 @@ class FakeModelServer:
         """
         if context_window is not None and (type(context_window) is not int or context_window < 1):
             raise ValueError(f"context_window must be a positive integer, got {context_window!r}")
-        self._state = _State(list(script), default, context_window, responder)
+        self._state = _State(list(script), default, context_window, responder, response_model)
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
 

@@ -15,6 +15,7 @@ import logging
 import os
 import secrets
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from dshpy.core.events import SessionEvent, encode_event
 from dshpy.core.json import dumps
 from dshpy.errors import ConflictError, SessionNotFound, StoreError
 from dshpy.log.header import SessionHeader
+from dshpy.storage.flush_report import record_durable, reporting
 from dshpy.storage.jsonl.files import file_errors, fsync_dir, write_all
 from dshpy.storage.jsonl.layout import TORN_SUFFIX, Location
 from dshpy.storage.jsonl.locking import SessionLock
@@ -99,6 +101,9 @@ def _append_batch(
     if scan.recovered:
         recovered = scan.events[scan.count - scan.recovered : scan.count]
         payload = _encode_batch(recovered, compressed=reader.compressed) + payload
+    report = reporting()
+    if report is not None:
+        report.written = len(payload)
     current = os.fstat(fd)
     if current.st_nlink == 0:
         if not location.path.exists():
@@ -119,7 +124,9 @@ def _append_batch(
         with file_errors(f'session "{session_id}": cannot set its torn tail aside'):
             aside = _set_aside(location.path, scan.truncate_to, scan.size)
             os.ftruncate(fd, scan.truncate_to)
+            synced = time.perf_counter_ns()
             os.fsync(fd)
+            record_durable(synced)
         before = scan.truncate_to
         log.warning(
             'session "%s" recovered from a torn tail: %d bytes that were never acknowledged were moved to %s '
@@ -132,7 +139,9 @@ def _append_batch(
         )
     try:
         write_all(fd, payload)
+        synced = time.perf_counter_ns()
         os.fsync(fd)
+        record_durable(synced)
     except BaseException as failure:
         try:
             os.ftruncate(fd, before)

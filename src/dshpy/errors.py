@@ -11,6 +11,7 @@ import their base from here, so this module stays the lowest layer::
     │   └── LifecycleError        the session state machine refused it (illegal transition)
     │       └── SessionArchivedError  the session is archived: it takes no more events
     ├── ForkError                 a fork was refused; ``.code`` says why (dsh's codes)
+    │   └── DelegationDepthError  a sub-agent session deeper than the store's ``max_delegation_depth``
     ├── ReadOnlySessionError      the session handle cannot append (inspect view, closed, archived)
     ├── ProjectionError           a projection was misregistered, unknown, or its cached state unusable
     ├── CompactionError           compaction or pruning refused or failed; nothing was written; ``.code``
@@ -93,6 +94,7 @@ __all__ = [
     "ConflictError",
     "ContextStillFullError",
     "CorruptSessionError",
+    "DelegationDepthError",
     "DshError",
     "EmptySummaryError",
     "EventError",
@@ -188,6 +190,21 @@ class ForkError(DshError):
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
         self.code = code
+
+
+class DelegationDepthError(ForkError):
+    """A sub-agent session would be deeper than the store allows (``code`` ``DELEGATION_DEPTH_EXCEEDED``).
+
+    The seed's reason for ``delegationDepth``: stop a sub-agent that delegates to a
+    sub-agent that delegates … from recursing without end. Raised by ``fork(...,
+    origin="subagent")`` past the maximum, and by ``create(delegation_depth=n)`` with
+    ``n`` above it; nothing is created. ``depth`` is what was asked, ``maximum`` the limit.
+    """
+
+    def __init__(self, message: str, *, depth: int, maximum: int) -> None:
+        super().__init__("DELEGATION_DEPTH_EXCEEDED", message)
+        self.depth = depth
+        self.maximum = maximum
 
 
 class ReadOnlySessionError(DshError):

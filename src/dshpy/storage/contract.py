@@ -85,25 +85,30 @@ class SessionStore(Protocol):
         """Validate and append outside a live handle; an identical re-send of stored events succeeds."""
         ...
 
+    max_delegation_depth: int
+    """The deepest sub-agent session (``delegationDepth``) the store creates or forks."""
+
     def fork(
         self,
-        session_id: str,
+        source: Session | str,
         boundary: int | None = None,
-        *,
         child_id: str | None = None,
+        *,
         close_open_turn: bool = False,
+        origin: str | None = None,
         write_behind_ms: int | None = None,
     ) -> Session:
-        """Fork at the inclusive turn ``boundary`` and open the child live."""
+        """Fork a session (an id, or a live session: flushed first) at the inclusive ``boundary``; open the child."""
         ...
 
     def fork_stored(
         self,
-        session_id: str,
+        source: Session | str,
         boundary: int | None = None,
-        *,
         child_id: str | None = None,
+        *,
         close_open_turn: bool = False,
+        origin: str | None = None,
     ) -> SessionInfo:
         """Create the fork in storage without loading it."""
         ...

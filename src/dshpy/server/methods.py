@@ -5,7 +5,8 @@ transport. Every session it writes to is held live (single writer) with one
 :class:`~dshpy.agent.Agent`; prompts queue per session and run one turn at a time
 in a background task, so a long turn never blocks other requests or sessions.
 Every appended event is published as ``session.event``; a session's worker going
-busy/idle as ``session.status``; forks as ``subagent.started``.
+busy/idle as ``session.status``; forks as ``subagent.started``; the store's session
+lifecycle points as the seed names them (:mod:`~dshpy.server.session_points`).
 
 With telemetry on, a request's W3C trace context (``params._meta.traceparent``, or the
 HTTP ``traceparent`` header) is current while its method runs and travels with a
@@ -63,6 +64,7 @@ from .protocol import (
     result_frame,
     rpc_error_of,
 )
+from .session_points import SessionPointRelay
 
 __all__ = ["SERVER_NAME", "Runtime", "ServerLimits", "ServerSettings"]
 
@@ -151,6 +153,7 @@ class Runtime:
         self._client: ChatClient | None = None
         self._client_model: str | None = None  # settings.model the client was built for (None: the default)
         self._retiring: set[asyncio.Task[None]] = set()
+        self._points = SessionPointRelay(store, self._publish)
         self._methods: dict[str, Handler] = {
             "initialize": self.initialize,
             "session/prompt": self.prompt,
@@ -440,6 +443,7 @@ class Runtime:
             with contextlib.suppress(Exception):
                 await self._client.close()
             self._client = None
+        self._points.stop()  # after the sessions closed: their session/disposed went out
         self.closed.set()
 
     def _info(self, session: Session) -> dict[str, Any]:

@@ -25,9 +25,9 @@ import builtins
 import hashlib
 import logging
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 import orjson
 
@@ -71,6 +71,7 @@ from dshpy.storage.delegation import DEFAULT_MAX_DELEGATION_DEPTH, check_delegat
 from dshpy.storage.follow import StopSignal, check_follow_args, check_from_seq, poll_follow
 from dshpy.storage.lease import Lease
 from dshpy.storage.live_session import assemble_session
+from dshpy.storage.notices import SessionNotices
 from dshpy.storage.projection_cache import (
     ProjectionRow,
     SessionProjections,
@@ -211,6 +212,23 @@ class BaseStore(StorageBackend):
         super().__init_subclass__(**kwargs)
         cls._capabilities = capabilities_of(cls)
         cls.zero_copy_fork = "zero_copy_forks" in cls._capabilities
+
+    @property
+    def notices(self) -> SessionNotices:
+        """The store's ``session/created`` / ``session/flush`` / ``session/disposed`` handlers (made on first use)."""
+        notices: SessionNotices | None = self.__dict__.get("_session_notices")
+        if notices is None:
+            notices = self.__dict__.setdefault("_session_notices", SessionNotices())
+        return notices
+
+    def on(self, name: str, handler: Callable[[Any], Any]) -> Callable[[], None]:
+        """Call ``handler(payload)`` at the session point ``name`` for every live session of this store.
+
+        The seed's points: ``session/created``, ``session/flush`` (with the seq range made
+        durable), ``session/disposed`` — see :mod:`dshpy.storage.notices`. Returns a
+        function that unregisters the handler.
+        """
+        return self.notices.on(name, handler)
 
     @property
     def max_delegation_depth(self) -> int:
@@ -451,15 +469,23 @@ class BaseStore(StorageBackend):
             sid, cwd=cwd, agent_preset=agent_preset, origin=origin, delegation_depth=delegation_depth
         )
         check_delegation_depth(header.delegation_depth, self._max_delegation_depth, f'session "{sid}"')
-        session = self._assemble(header, [], self._create_live(StoredRecord(header)), None)
+        writer = self.notices.watch(self._create_live(StoredRecord(header)))
+        session = self._assemble(header, [], writer, None)
         session.set_write_behind(write_behind_ms)
+        writer.announce(session, "created")
         return session
 
     def open(self, session_id: str, *, write_behind_ms: int | None = None) -> Session:
         """Open a live session; an interrupted turn is closed durably first (crash repair)."""
+        return self._open_live(session_id, write_behind_ms, "opened")
+
+    def _open_live(
+        self, session_id: str, write_behind_ms: int | None, how: Literal["opened", "forked"]
+    ) -> Session:
         check_session_id(session_id)
         self._header(session_id)
-        writer = self._live_writer(session_id)  # taken before reading: a locking backend reads what it owns
+        # taken before reading: a locking backend reads what it owns
+        writer = self.notices.watch(self._live_writer(session_id))
         try:
             header, events = self._load(session_id)
             session = self._assemble(header, events, writer, self._cached_states(header))
@@ -467,6 +493,7 @@ class BaseStore(StorageBackend):
             writer.close()
             raise
         session.set_write_behind(write_behind_ms)
+        writer.announce(session, how)
         return session
 
     def inspect(self, session_id: str) -> Session:
@@ -672,7 +699,7 @@ class BaseStore(StorageBackend):
         never written (beyond flushing what it had already appended). See :meth:`fork_stored`.
         """
         info = self.fork_stored(source, boundary, child_id, close_open_turn=close_open_turn, origin=origin)
-        return self.open(info.id, write_behind_ms=write_behind_ms)
+        return self._open_live(info.id, write_behind_ms, "forked")
 
     def _fork_source(self, source: Session | str, boundary: int | None) -> tuple[str, int | None]:
         """The parent's id and the boundary to cut at: a live session's pending events are flushed first."""

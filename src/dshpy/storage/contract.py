@@ -11,7 +11,7 @@ plugs in without its callers changing. What a backend author writes is in
 from __future__ import annotations
 
 import builtins
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from dshpy.core.events import SessionEvent
@@ -57,6 +57,10 @@ class SessionStore(Protocol):
         write_behind_ms: int | None = None,
     ) -> Session:
         """Create an empty session and return it live (its header is stored at once)."""
+        ...
+
+    def on(self, name: str, handler: Callable[[Any], Any]) -> Callable[[], None]:
+        """Call ``handler(payload)`` at ``session/created``, ``session/flush`` or ``session/disposed``."""
         ...
 
     def open(self, session_id: str, *, write_behind_ms: int | None = None) -> Session:

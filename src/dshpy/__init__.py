@@ -29,6 +29,7 @@ from dshpy.errors import (
     CompactionError,
     ConflictError,
     CorruptSessionError,
+    DelegationDepthError,
     DshError,
     EventError,
     ForkError,
@@ -57,6 +58,7 @@ from dshpy.log.messages import Message
 from dshpy.log.repair import interrupted_turn_closers, open_turn_closers
 from dshpy.log.session import Session
 from dshpy.log.versions import DEFAULT_CHAIN, Migration, MigrationChain
+from dshpy.plugins import PluginContext, PluginError, PluginHost, load_plugins
 from dshpy.projections import (
     CachedState,
     ProjectionDefinition,
@@ -101,6 +103,7 @@ __all__ = [
     "ConflictError",
     "ContextUsage",
     "CorruptSessionError",
+    "DelegationDepthError",
     "DshError",
     "EventError",
     "ForkError",
@@ -119,6 +122,9 @@ __all__ = [
     "Migration",
     "MigrationChain",
     "NothingToCompactError",
+    "PluginContext",
+    "PluginError",
+    "PluginHost",
     "ProjectionDefinition",
     "ProjectionError",
     "ProjectionRegistry",
@@ -161,6 +167,7 @@ __all__ = [
     "encode_event",
     "freeze_json",
     "interrupted_turn_closers",
+    "load_plugins",
     "needs_compaction",
     "new_message_id",
     "new_session_id",

@@ -53,6 +53,7 @@ from dshpy.errors import DshError
 from dshpy.llm.client import API_KEY_HINT, ChatClient, ModelConfig, ModelConfigError
 from dshpy.log.continuation import system_prompt_text
 from dshpy.log.session import Session
+from dshpy.plugins import PluginError, PluginHost, load_plugins
 from dshpy.sdk.model_settings import ModelSettings, load_model_settings
 from dshpy.sdk.profiles import ProfileError, load_profile
 from dshpy.storage.contract import SessionStore
@@ -195,8 +196,22 @@ def _system_prompt(session: Session, explicit: str | None) -> str:
     return explicit if explicit is not None else system_prompt_text(session)
 
 
-def _make_agent(session: Session, client: ChatClient, options: _Options, tools: Sequence[Tool] = ()) -> Agent:
-    return Agent(
+def _plugin_host(store: SessionStore) -> PluginHost:
+    """The plugins of ``config.toml``'s ``[plugins]`` and the ``dshpy.plugins`` entry points, applied to ``store``."""
+    try:
+        return PluginHost(store, load_plugins())
+    except PluginError as error:
+        raise CliError(str(error)) from None
+
+
+def _make_agent(
+    session: Session,
+    client: ChatClient,
+    options: _Options,
+    tools: Sequence[Tool] = (),
+    plugins: PluginHost | None = None,
+) -> Agent:
+    agent = Agent(
         session,
         client,
         system_prompt=_system_prompt(session, options.system),
@@ -205,6 +220,9 @@ def _make_agent(session: Session, client: ChatClient, options: _Options, tools: 
         max_tokens=options.max_tokens,
         auto_compact=options.auto(),
     )
+    if plugins is not None:
+        plugins.attach(agent)
+    return agent
 
 
 def _result_json(result: TurnResult) -> dict[str, Any]:
@@ -271,12 +289,13 @@ def _run(
 ) -> None:
     store = state.open_store(create=True)
     tools = options.memory_tools(store)
+    plugins = _plugin_host(store)
     session = _open_session(store, session_id)
     printer = LivePrinter(reasoning=reasoning)
 
     async def turn() -> TurnResult:
         async with ChatClient(config) as client:
-            agent = _make_agent(session, client, options, tools)
+            agent = _make_agent(session, client, options, tools, plugins)
             if state.json:
                 return await agent.run(prompt)
             return await agent.run(prompt, on_chunk=printer.on_chunk, on_event=printer.on_event)
@@ -327,7 +346,8 @@ class _Repl:
         self.client = client
         self.printer = LivePrinter(reasoning=reasoning)
         self.tools = options.memory_tools(store)
-        self.agent = _make_agent(session, client, options, self.tools)
+        self.plugins = _plugin_host(store)
+        self.agent = _make_agent(session, client, options, self.tools, self.plugins)
 
     def call(self, coroutine: Coroutine[Any, Any, T]) -> T:
         return self.runner.run(coroutine)
@@ -426,7 +446,7 @@ class _Repl:
         system = self.agent.system_prompt
         parent.close()
         self.session = child
-        self.agent = _make_agent(child, self.client, self.options, self.tools)
+        self.agent = _make_agent(child, self.client, self.options, self.tools, self.plugins)
         self.agent.system_prompt = system
         at = child.inherited_event_count - 1
         click.echo(f"forked {parent.id} at seq {at}: now in {child.id}")

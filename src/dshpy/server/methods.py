@@ -40,6 +40,7 @@ from dshpy.llm.client import DEFAULT_MODEL, ChatClient, ModelConfig, ModelConfig
 from dshpy.log.continuation import append_resume_marker, system_prompt_text
 from dshpy.log.records import user_message
 from dshpy.log.session import Session
+from dshpy.plugins import PluginHost
 from dshpy.sdk.model_settings import ModelSettings
 from dshpy.storage.contract import SessionStore
 from dshpy.telemetry import captured_context, remote_parent, within_context
@@ -142,8 +143,11 @@ class Runtime:
         settings: ServerSettings | None = None,
         hub: Hub | None = None,
         limits: ServerLimits | None = None,
+        plugins: PluginHost | None = None,
     ) -> None:
         self.store = store
+        self.plugins = plugins
+        """Plugins whose agent handlers every agent of this server gets (their session points are on ``store``)."""
         self.settings = settings or ServerSettings()
         self.hub = hub or Hub()
         self.live = LiveSessions(limits or ServerLimits(), self._close_live)
@@ -341,6 +345,8 @@ class Runtime:
                 resume_marker=False,
                 auto_compact=settings.auto_compact,
             )
+            if self.plugins is not None:
+                self.plugins.attach(live.agent)
         return live.agent
 
     # -- for the compaction methods (server/compaction.py) ------------------------

@@ -142,14 +142,20 @@ def test_refusals_name_the_plugin_and_what_is_wrong():
     with pytest.raises(PluginError, match="has no 'name' string"):
         host.apply(object())
 
+    created: list[str] = []
+
     class Broken:
         name = "broken"
 
         def apply(self, ctx):
+            ctx.on("session/created", lambda p: created.append(p.session.id))
             raise KeyError("boom")
 
     with pytest.raises(PluginError, match=r'plugin "broken" failed in apply\(\): KeyError'):
         host.apply(Broken())
+    store.create(session_id="after-broken").close()
+    assert created == []  # the half-applied plugin left nothing subscribed
+    assert "broken" not in host.plugins
     host.apply(Probe())
     with pytest.raises(PluginError, match='a plugin named "probe" is already applied'):
         host.apply(Probe())

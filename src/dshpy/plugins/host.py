@@ -115,6 +115,7 @@ class PluginHost:
         self._agent_handlers: list[tuple[str, Callable[[Any], Any]]] = []
         self._agents: weakref.WeakSet[Agent] = weakref.WeakSet()
         self._stops: list[Callable[[], None]] = []
+        self._applying: list[Callable[[], None]] = []  # the subscriptions of the plugin being applied
         for plugin in plugins:
             self.apply(plugin)
 
@@ -132,14 +133,20 @@ class PluginHost:
                 f"(services: {', '.join(sorted(self.services))})"
             )
         self.plugins[name] = plugin
+        self._applying = []
         try:
             plugin.apply(PluginContext(self, name, options or {}))
-        except PluginError:
-            raise
         except Exception as error:
+            for stop in self._applying:  # a half-applied plugin leaves nothing subscribed
+                stop()
+            del self.plugins[name]
+            if isinstance(error, PluginError):
+                raise
             raise PluginError(
                 f'{origin}: plugin "{name}" failed in apply(): {type(error).__name__}: {error}'
             ) from error
+        finally:
+            self._applying = []
         return name
 
     def attach(self, agent: Agent) -> Callable[[], None]:
@@ -166,6 +173,7 @@ class PluginHost:
         if point in SESSION_POINTS:
             stop = self.store.on(point, handler)
             self._stops.append(stop)
+            self._applying.append(stop)
             return stop
         hook = agent_hook(point)
         if hook is None:
@@ -183,6 +191,7 @@ class PluginHost:
             for stop in stops:
                 stop()
 
+        self._applying.append(stop_all)
         return stop_all
 
 

@@ -55,6 +55,7 @@ import their base from here, so this module stays the lowest layer::
     │   ├── ModelConfigError      the model route or time limits are unusable [llm.config]
     │   │   └── MissingApiKeyError  no API key; says how to set one [llm.config]
     │   ├── ProfileError          the SDK/server profile is unknown or its file invalid [sdk.profiles]
+    │   ├── PluginError           a plugin cannot be loaded or applied; names the plugin and where [plugins.host]
     │   ├── PatchError            a dsh patch file (the SDK's patches=) cannot be read or followed [server.dsh_patches]
     │   ├── PriceError            the price table for cost estimates is malformed [cli.prices]
     │   ├── InsecureBindError     a non-loopback HTTP bind without a token [server.http_guard]

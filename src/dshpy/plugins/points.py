@@ -53,4 +53,5 @@ def agent_hook(name: str) -> str | None:
 
 
 def known_points() -> list[str]:
+    """Every point name `ctx.on` accepts, sorted (for the message that refuses an unknown one)."""
     return sorted(AGENT_POINTS | frozenset(SESSION_POINTS))

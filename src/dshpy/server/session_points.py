@@ -67,6 +67,7 @@ class SessionPointRelay:
             loop.call_soon_threadsafe(self._publish, method, params, params["sessionId"])
 
     def stop(self) -> None:
+        """Unsubscribe from the store (the server is closing)."""
         for stop in self._stops:
             stop()
         self._stops = []

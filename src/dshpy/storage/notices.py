@@ -72,6 +72,7 @@ class SessionFlushed:
 
     @property
     def count(self) -> int:
+        """How many events the flush made durable."""
         return self.last_seq - self.first_seq + 1
 
 
@@ -144,6 +145,7 @@ class NoticeWriter:
         self._early: list[tuple[int, int]] = []
 
     def write(self, session_id: str, expected_seq: int, events: Sequence[SessionEvent]) -> None:
+        """Write through, then report ``session/flush`` (held back until :meth:`announce` while assembling)."""
         self._inner.write(session_id, expected_seq, events)
         if not events:
             return
@@ -155,6 +157,7 @@ class NoticeWriter:
             self._notices.emit("session/flush", SessionFlushed(session, *span))
 
     def close(self) -> None:
+        """Close through (releasing the lease), then report ``session/disposed``."""
         try:
             self._inner.close()
         finally:

@@ -4,6 +4,8 @@ An agent's conversation is an append-only, typed event log per session (dsh form
 v4); the model's message history is derived from it, never stored beside it.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from dshpy.compaction import (
     BasicPolicy,
     BasicStrategy,
@@ -29,6 +31,7 @@ from dshpy.errors import (
     CompactionError,
     ConflictError,
     CorruptSessionError,
+    DelegationDepthError,
     DshError,
     EventError,
     ForkError,
@@ -80,7 +83,22 @@ from dshpy.query import (
 from dshpy.sdk import AsyncHarnessClient, HarnessClient
 from dshpy.storage import BaseStore, MemoryStore, SessionInfo, SessionStore, open_store
 
+if TYPE_CHECKING:
+    from dshpy.plugins import PluginContext, PluginError, PluginHost, load_plugins
+
 __version__ = "0.1.0.dev0"
+
+_LAZY = frozenset({"PluginContext", "PluginError", "PluginHost", "load_plugins"})
+"""Names imported on first use: plugins sit on the agent runtime, which would make ``import dshpy`` load the
+model client (and ``openai``) for every program that only stores sessions."""
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        from dshpy import plugins
+
+        return getattr(plugins, name)
+    raise AttributeError(f"module 'dshpy' has no attribute {name!r}")
 
 __all__ = [
     "DEFAULT_CHAIN",
@@ -101,6 +119,7 @@ __all__ = [
     "ConflictError",
     "ContextUsage",
     "CorruptSessionError",
+    "DelegationDepthError",
     "DshError",
     "EventError",
     "ForkError",
@@ -119,6 +138,9 @@ __all__ = [
     "Migration",
     "MigrationChain",
     "NothingToCompactError",
+    "PluginContext",
+    "PluginError",
+    "PluginHost",
     "ProjectionDefinition",
     "ProjectionError",
     "ProjectionRegistry",
@@ -161,6 +183,7 @@ __all__ = [
     "encode_event",
     "freeze_json",
     "interrupted_turn_closers",
+    "load_plugins",
     "needs_compaction",
     "new_message_id",
     "new_session_id",

@@ -11,6 +11,7 @@ import their base from here, so this module stays the lowest layer::
     │   └── LifecycleError        the session state machine refused it (illegal transition)
     │       └── SessionArchivedError  the session is archived: it takes no more events
     ├── ForkError                 a fork was refused; ``.code`` says why (dsh's codes)
+    │   └── DelegationDepthError  a sub-agent session deeper than the store's ``max_delegation_depth``
     ├── ReadOnlySessionError      the session handle cannot append (inspect view, closed, archived)
     ├── ProjectionError           a projection was misregistered, unknown, or its cached state unusable
     ├── CompactionError           compaction or pruning refused or failed; nothing was written; ``.code``
@@ -54,6 +55,7 @@ import their base from here, so this module stays the lowest layer::
     │   ├── ModelConfigError      the model route or time limits are unusable [llm.config]
     │   │   └── MissingApiKeyError  no API key; says how to set one [llm.config]
     │   ├── ProfileError          the SDK/server profile is unknown or its file invalid [sdk.profiles]
+    │   ├── PluginError           a plugin cannot be loaded or applied; names the plugin and where [plugins.host]
     │   ├── PatchError            a dsh patch file (the SDK's patches=) cannot be read or followed [server.dsh_patches]
     │   ├── PriceError            the price table for cost estimates is malformed [cli.prices]
     │   ├── PermissionConfigError a permission preset, approval policy or sandbox opt-out is unknown
@@ -99,6 +101,7 @@ __all__ = [
     "ConflictError",
     "ContextStillFullError",
     "CorruptSessionError",
+    "DelegationDepthError",
     "DshError",
     "EmptySummaryError",
     "EventError",
@@ -194,6 +197,21 @@ class ForkError(DshError):
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
         self.code = code
+
+
+class DelegationDepthError(ForkError):
+    """A sub-agent session would be deeper than the store allows (``code`` ``DELEGATION_DEPTH_EXCEEDED``).
+
+    The seed's reason for ``delegationDepth``: stop a sub-agent that delegates to a
+    sub-agent that delegates … from recursing without end. Raised by ``fork(...,
+    origin="subagent")`` past the maximum, and by ``create(delegation_depth=n)`` with
+    ``n`` above it; nothing is created. ``depth`` is what was asked, ``maximum`` the limit.
+    """
+
+    def __init__(self, message: str, *, depth: int, maximum: int) -> None:
+        super().__init__("DELEGATION_DEPTH_EXCEEDED", message)
+        self.depth = depth
+        self.maximum = maximum
 
 
 class ReadOnlySessionError(DshError):

@@ -46,10 +46,19 @@ QUERY = {
     "StaleCursorError",
 }
 
+PLUGINS = {
+    "DelegationDepthError",
+    "PluginContext",
+    "PluginError",
+    "PluginHost",
+    "load_plugins",
+}
+
 EXPECTED = (
     PROJECTIONS
     | COMPACTION
     | QUERY
+    | PLUGINS
     | {
         "DEFAULT_CHAIN",
         "EVENT_DATA_SHAPES",

@@ -12,10 +12,13 @@ message before the next step. The points:
 * ``turn-stopping`` (:class:`TurnStopping`) — the model answered without calling a
   tool; a handler that injects a message makes the turn go on with another step.
 
-Four more points only observe (telemetry is built on them, :mod:`dshpy.telemetry`):
+Five more points only observe (telemetry is built on them, :mod:`dshpy.telemetry`):
 
 * ``model-request`` (:class:`ModelRequest`) — each model request (every retry too)
   is about to be sent; its ``response`` is filled in as the answer streams in;
+* ``request-error`` (:class:`RequestError`) — a model request failed; its attempt is
+  logged, and the loop is about to retry it or end the turn (dsh's ``agent/request-error``,
+  which may also decide the retry — here the :class:`~dshpy.llm.retry.RetryPolicy` does);
 * ``tool-start`` / ``tool-end`` (:class:`ToolStart`, :class:`ToolEnd`) — around each
   tool body, in the task that runs it (a denied or unknown tool too: its body is the
   refusal), so what a handler puts in the task's context the body sees;
@@ -46,6 +49,7 @@ __all__ = [
     "Hooks",
     "ModelRequest",
     "PreStep",
+    "RequestError",
     "ToolCallHook",
     "ToolEnd",
     "ToolStart",
@@ -55,7 +59,15 @@ __all__ = [
 ]
 
 HookName = Literal[
-    "turn-start", "pre-step", "tool-call", "turn-stopping", "model-request", "tool-start", "tool-end", "turn-end"
+    "turn-start",
+    "pre-step",
+    "tool-call",
+    "turn-stopping",
+    "model-request",
+    "request-error",
+    "tool-start",
+    "tool-end",
+    "turn-end",
 ]
 HOOK_NAMES: frozenset[str] = frozenset(get_args(HookName))
 
@@ -121,6 +133,21 @@ class ModelRequest:
     """The tool schemas offered with them."""
     response: ResponseInfo = field(default_factory=ResponseInfo)
     """What the server says about its answer (its ``model``), filled in as the stream arrives."""
+
+
+@dataclass(slots=True)
+class RequestError:
+    agent: Any
+    turn: int
+    step: int
+    attempt: int
+    """Which request of the step failed (1 for the first)."""
+    failure: dict[str, Any]
+    """The ``LlmFailure`` logged with the attempt (``code``, ``message``, …)."""
+
+    @property
+    def code(self) -> str:
+        return str(self.failure.get("code", ""))
 
 
 @dataclass(slots=True)

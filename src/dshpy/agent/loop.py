@@ -89,7 +89,19 @@ from dshpy.projections.commands import turn_refusal
 from dshpy.telemetry import observe_agent
 
 from .compaction import AgentCompaction
-from .hooks import Hooks, ModelRequest, PreStep, ToolCallHook, ToolEnd, ToolStart, TurnEnd, TurnStart, TurnStopping
+from .hooks import (
+    Hooks,
+    ModelRequest,
+    PreStep,
+    RequestError,
+    ToolCallHook,
+    ToolEnd,
+    ToolStart,
+    TurnEnd,
+    TurnStart,
+    TurnStopping,
+)
+from .injection import injected_message
 from .instructions import pending_instructions
 from .prologue import AgentSetupError, RequestPrologue
 from .records import ABORTED_BEFORE_DISPATCH, ABORTED_RUNNING
@@ -261,17 +273,15 @@ class Agent:
     def inject(self, message: str | Mapping[str, Any], *, source: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """Queue a user message for the next step (of this turn, or else of the next one).
 
-        Logged at once as an ``agent/inbox/spliced`` insert into ``next-step``; the loop
-        claims it before its next ``step/start`` and appends it as a ``user/message``.
-        ``source`` defaults to ``{"kind": "user"}``; a plugin should name itself
-        (e.g. ``{"kind": "plugin:cross-session-memory"}``). Safe from any thread.
+        ``message`` is a text, the seed's ``{"type": "user", "content": [...]}``, or a
+        user message ``{"role": "user", "content": ...}``; a missing ``id`` is made and a
+        missing ``source`` is ``source``, else the plugin whose handler is running
+        (``{"kind": "plugin:<name>"}``), else ``{"kind": "user"}`` (see
+        :mod:`dshpy.agent.injection`). Logged at once as an ``agent/inbox/spliced``
+        insert into ``next-step``; the loop claims it before its next ``step/start`` and
+        appends it as a ``user/message``. Safe from any thread.
         """
-        if isinstance(message, Mapping):
-            if message.get("role") != "user":
-                raise ValueError("inject() takes a user message (role 'user') or a text")
-            queued = dict(message)
-        else:
-            queued = user_message(message, source)
+        queued = injected_message(message, source)
         with self._inbox_lock:
             self.session.append("agent/inbox/spliced", insert_splice("next-step", len(self._inbox), [queued]))
             self._inbox.append(queued)
@@ -571,6 +581,8 @@ class Agent:
                 accumulator.push(c.finish("error", error.failure), _now_ms())
                 self._append("assistant/attempt", attempt_data(number, step, accumulator.records))
                 add_usage(turn.usage, accumulator.usage)
+                if self._hooks.has("request-error"):
+                    await self._hooks.emit("request-error", RequestError(self, number, step, attempt, error.failure))
                 if error.code == CONTEXT_WINDOW_EXCEEDED and not overflow_recovered:
                     overflow_recovered = True  # one recovery per request, as dsh's maxOverflowRetries
                     if await self.compaction.recover_overflow(error.failure):

@@ -58,6 +58,7 @@ from dshpy.errors import DshError
 from dshpy.llm.client import API_KEY_HINT, ModelConfig, ModelConfigError
 from dshpy.llm.protocol import ModelClient, make_client
 from dshpy.log.session import Session
+from dshpy.plugins import PluginError, PluginHost, load_plugins
 from dshpy.projections.commands import turn_refusal
 from dshpy.sdk.model_settings import ModelSettings, load_model_settings
 from dshpy.sdk.profiles import ProfileError, load_profile
@@ -258,12 +259,21 @@ def _system_prompt(session: Session, options: _Options) -> str:
     return system_prompt_for(session, explicit)
 
 
+def _plugin_host(store: SessionStore) -> PluginHost:
+    """The plugins of ``config.toml``'s ``[plugins]`` and the ``dshpy.plugins`` entry points, applied to ``store``."""
+    try:
+        return PluginHost(store, load_plugins())
+    except PluginError as error:
+        raise CliError(str(error)) from None
+
+
 def _make_agent(
     session: Session,
     client: ModelClient,
     options: _Options,
     tools: Sequence[Tool] = (),
     permissions: Permissions | None = None,
+    plugins: PluginHost | None = None,
 ) -> Agent:
     agent = Agent(
         session,
@@ -276,6 +286,8 @@ def _make_agent(
     )
     if permissions is not None:  # dsh's permission/preset, sandbox/mode, approval/policy (when they change)
         record_permissions(session, permissions)
+    if plugins is not None:
+        plugins.attach(agent)
     return agent
 
 
@@ -351,6 +363,7 @@ def _run(
 ) -> None:
     store = state.open_store(create=True)
     tools, permissions = options.agent_tools(store)
+    plugins = _plugin_host(store)
     session = _open_session(state, store, session_id)
     click.echo(f"session: {render.shown_id(session.id)}", err=True)  # first, so a killed run still named its session
     printer = LivePrinter(reasoning=reasoning)
@@ -358,7 +371,7 @@ def _run(
     async def turn() -> TurnResult:
         client = make_client(config)
         try:
-            agent = _make_agent(session, client, options, tools, permissions)
+            agent = _make_agent(session, client, options, tools, permissions, plugins)
             if state.json:
                 return await agent.run(prompt)
             return await agent.run(prompt, on_chunk=printer.on_chunk, on_event=printer.on_event)
@@ -413,7 +426,8 @@ class _Repl:
         self.client = client
         self.printer = LivePrinter(reasoning=reasoning)
         self.tools, self.permissions = options.agent_tools(store)
-        self.agent = _make_agent(session, client, options, self.tools, self.permissions)
+        self.plugins = _plugin_host(store)
+        self.agent = _make_agent(session, client, options, self.tools, self.permissions, self.plugins)
 
     def call(self, coroutine: Coroutine[Any, Any, T]) -> T:
         return self.runner.run(coroutine)
@@ -522,7 +536,7 @@ class _Repl:
         system = self.agent.system_prompt
         parent.close()
         self.session = child
-        self.agent = _make_agent(child, self.client, self.options, self.tools, self.permissions)
+        self.agent = _make_agent(child, self.client, self.options, self.tools, self.permissions, self.plugins)
         self.agent.system_prompt = system
         at = child.inherited_event_count - 1
         click.echo(f"forked {parent.id} at seq {at}: now in {child.id}")

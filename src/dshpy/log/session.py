@@ -37,7 +37,7 @@ from dshpy.log.invariants import Lifecycle, orphan_compactions
 from dshpy.log.messages import LogView, Message
 from dshpy.log.surface import Surface
 
-__all__ = ["AppendGuard", "EventListener", "Session", "SessionWriter"]
+__all__ = ["AppendGuard", "EventListener", "ProjectionReader", "Session", "SessionWriter", "read_projections_with"]
 
 log = logging.getLogger("dshpy.session")
 
@@ -84,6 +84,26 @@ class _TrialLog:
 
     def append(self, event: SessionEvent) -> None:
         self._extra.append(event)
+
+
+class ProjectionReader(Protocol):
+    """How :meth:`Session.state_of` and :meth:`Session.snapshot` reach the projection layer (above the log)."""
+
+    def state_of(self, session: Session, key: Any) -> Any: ...
+
+    def snapshot(self, session: Session, keys: Iterable[str] | None = None) -> Any: ...
+
+
+_projections: list[ProjectionReader] = []
+
+
+def read_projections_with(reader: ProjectionReader) -> None:
+    """Install the projection layer's reader (:mod:`dshpy.projections.runner` does, when it is imported).
+
+    The log cannot import projections (they are built on it), so the layer above
+    registers itself here instead: the arrow still points down.
+    """
+    _projections[:] = [reader]
 
 
 class Session:
@@ -399,6 +419,24 @@ class Session:
         guards = self._guards
         guards.append(guard)
         return lambda: guards.remove(guard) if guard in guards else None  # holds the list, not the session
+
+    # -- projections --------------------------------------------------------------
+
+    def _reader(self) -> ProjectionReader:
+        if not _projections:  # only when dshpy.log is used without the package that folds projections
+            raise RuntimeError("no projection layer loaded: import dshpy (or dshpy.projections) first")
+        return _projections[0]
+
+    def state_of(self, key: Any) -> Any:
+        """The current state of projection ``key`` (the seed's ``stateOf``; dsh's ``"turnBoundary"`` works too).
+
+        Same as :func:`dshpy.state_of` ``(session, key)``; pass the definition for a typed result.
+        """
+        return self._reader().state_of(self, key)
+
+    def snapshot(self, keys: Iterable[str] | None = None) -> Any:
+        """``{"as_of_seq", "values"}`` for ``keys`` (default: all), one position (the seed's ``snapshot([...])``)."""
+        return self._reader().snapshot(self, keys)
 
     # -- admission ----------------------------------------------------------------
 

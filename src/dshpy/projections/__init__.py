@@ -32,6 +32,7 @@ from dshpy.projections.builtins.usage import ModelUsage, Route, TokenCounts, Usa
 from dshpy.projections.checkpoint import CachedState, Restored, SeedOutcome, restore, restore_floor, usable
 from dshpy.projections.commands import set_lifecycle
 from dshpy.projections.definition import ProjectionDefinition, ProjectionState
+from dshpy.projections.names import DSH_PROJECTION_NAMES, canonical_key
 from dshpy.projections.registry import ProjectionRegistry, default_registry
 from dshpy.projections.runner import (
     ChangeListener,
@@ -48,6 +49,7 @@ from dshpy.projections.runner import (
 
 __all__ = [
     "BUILTINS",
+    "DSH_PROJECTION_NAMES",
     "LIFECYCLE",
     "SESSION_STATES",
     "SESSION_STATE_TYPE",
@@ -80,6 +82,7 @@ __all__ = [
     "TurnBoundaryState",
     "UsageState",
     "attach",
+    "canonical_key",
     "default_registry",
     "detach",
     "fallback_title",

@@ -16,6 +16,7 @@ from typing import Any
 from dshpy.errors import ProjectionError
 from dshpy.projections.builtins import BUILTINS
 from dshpy.projections.definition import ProjectionDefinition, S
+from dshpy.projections.names import DSH_PROJECTION_NAMES
 
 __all__ = ["ProjectionRegistry", "default_registry"]
 
@@ -38,6 +39,11 @@ class ProjectionRegistry:
         """Add ``definition``; returns it. Re-registering the same definition is a no-op."""
         if not isinstance(definition, ProjectionDefinition):
             raise ProjectionError(f"expected a ProjectionDefinition, got {type(definition).__name__}")
+        if definition.key in DSH_PROJECTION_NAMES:
+            raise ProjectionError(
+                f'projection key "{definition.key}" is dsh\'s name for "{DSH_PROJECTION_NAMES[definition.key]}" '
+                "and reads that projection; give the new one another key"
+            )
         with self._lock:
             existing = self._definitions.get(definition.key)
             if existing is None:

@@ -54,9 +54,10 @@ from typing import Any, NamedTuple, TypedDict, overload
 from dshpy.core.events import SessionEvent
 from dshpy.core.json import JsonValue
 from dshpy.errors import ProjectionError
-from dshpy.log.session import Session
+from dshpy.log.session import Session, read_projections_with
 from dshpy.projections.checkpoint import CachedState, SeedOutcome, restore
 from dshpy.projections.definition import ProjectionDefinition, ProjectionState, S, window
+from dshpy.projections.names import canonical_key
 from dshpy.projections.registry import ProjectionRegistry, default_registry
 
 __all__ = [
@@ -169,7 +170,7 @@ class ProjectionRunner:
         return self._defs[self._position(key)]
 
     def __contains__(self, key: object) -> bool:
-        return key in self._index
+        return (canonical_key(key) if isinstance(key, str) else key) in self._index
 
     @overload
     def state(self, key: ProjectionDefinition[S]) -> S: ...
@@ -261,7 +262,7 @@ class ProjectionRunner:
     # -- internals ----------------------------------------------------------------
 
     def _position(self, key: str) -> int:
-        index = self._index.get(key)
+        index = self._index.get(canonical_key(key))  # dsh's names (``turnBoundary``) are aliases
         if index is None:
             known = ", ".join(self._index) or "none"
             raise ProjectionError(f'projection "{key}" is not folded for this session (folded: {known})')
@@ -496,7 +497,7 @@ def detach(session: Session) -> None:
 
 def _runner_with(session: Session, key: str | ProjectionDefinition[Any]) -> ProjectionRunner:
     runner = attach(session)
-    name = key.key if isinstance(key, ProjectionDefinition) else key
+    name = key.key if isinstance(key, ProjectionDefinition) else canonical_key(key)
     if name not in runner:
         definition = key if isinstance(key, ProjectionDefinition) else default_registry().get(name)
         if definition is None:
@@ -513,7 +514,7 @@ def state_of(session: Session, key: ProjectionDefinition[S]) -> S: ...
 @overload
 def state_of(session: Session, key: str) -> ProjectionState: ...
 def state_of(session: Session, key: str | ProjectionDefinition[Any]) -> Any:
-    """The current state of projection ``key`` on ``session`` (dsh's ``stateOf``).
+    """The current state of projection ``key`` on ``session`` (dsh's ``stateOf``; dsh's key names work too).
 
     Pass the definition (e.g. ``USAGE``) instead of its key for a typed result. A
     session without a runner gets one with the default registry; a key the runner
@@ -524,6 +525,8 @@ def state_of(session: Session, key: str | ProjectionDefinition[Any]) -> Any:
 
 def snapshot(session: Session, keys: Iterable[str] | None = None) -> Snapshot:
     """``{"as_of_seq": n, "values": {key: JSON}}`` for ``keys`` (default: every folded projection).
+
+    A key may be dsh's name (``"turnBoundary"``); its value is listed under the name asked for.
 
     All values are as of the same event, ``as_of_seq`` (``-1`` for an empty log);
     they are frozen JSON, safe to share and to serialize.
@@ -539,3 +542,13 @@ def snapshot(session: Session, keys: Iterable[str] | None = None) -> Snapshot:
 def on_change(session: Session, listener: ChangeListener) -> Callable[[], None]:
     """Call ``listener(session, key, state, seq)`` when one of the session's projection states changes."""
     return attach(session).on_change(listener)
+
+
+class _Reader:
+    """What :meth:`Session.state_of` and :meth:`Session.snapshot` call (registered below, when this module loads)."""
+
+    state_of = staticmethod(state_of)
+    snapshot = staticmethod(snapshot)
+
+
+read_projections_with(_Reader())

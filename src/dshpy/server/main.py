@@ -117,6 +117,7 @@ def _tooling(options: ServeOptions, profile: Profile) -> tuple[tuple[str, ...], 
 def run_server(options: ServeOptions, *, announce: bool = True) -> int:
     """Build the store and runtime from ``options`` and serve until shutdown/EOF. Returns an exit code."""
     from dshpy.llm.config import ModelConfig
+    from dshpy.plugins import PluginHost, load_plugins
     from dshpy.sdk.model_settings import load_model_settings
     from dshpy.sdk.profiles import load_profile
     from dshpy.storage.urls import default_store_url, dshpy_home, open_store
@@ -150,11 +151,12 @@ def run_server(options: ServeOptions, *, announce: bool = True) -> int:
     # Checked now (ModelConfigError), not at the first prompt: a malformed base URL is a
     # configuration mistake, and the server would otherwise start and only fail later.
     ModelConfig.from_env(base_url=settings.base_url, model=settings.model, timeouts=settings.timeouts)
+    plugins = load_plugins()  # config.toml's [plugins] and the dshpy.plugins entry points: a PluginError now, not later
     log = logging.getLogger("dshpy.server")
 
     async def serve() -> None:
         store = open_store(url)
-        runtime = Runtime(store, settings, limits=options.limits)
+        runtime = Runtime(store, settings, limits=options.limits, plugins=PluginHost(store, plugins))
         try:
             if options.http:
                 server = HttpServer(

@@ -5,7 +5,8 @@ transport. Every session it writes to is held live (single writer) with one
 :class:`~dshpy.agent.Agent`; prompts queue per session and run one turn at a time
 in a background task, so a long turn never blocks other requests or sessions.
 Every appended event is published as ``session.event``; a session's worker going
-busy/idle as ``session.status``; forks as ``subagent.started``.
+busy/idle as ``session.status``; forks as ``subagent.started``; the store's session
+lifecycle points as the seed names them (:mod:`~dshpy.server.session_points`).
 
 With telemetry on, a request's W3C trace context (``params._meta.traceparent``, or the
 HTTP ``traceparent`` header) is current while its method runs and travels with a
@@ -43,6 +44,7 @@ from dshpy.llm.protocol import ModelClient, make_client
 from dshpy.log.continuation import append_resume_marker
 from dshpy.log.records import user_message
 from dshpy.log.session import Session
+from dshpy.plugins import PluginHost
 from dshpy.sdk.model_settings import ModelSettings
 from dshpy.storage.contract import SessionStore
 from dshpy.telemetry import captured_context, remote_parent, within_context
@@ -68,6 +70,7 @@ from .protocol import (
     rpc_error_of,
 )
 from .sdk_gate import SdkGate
+from .session_points import SessionPointRelay
 
 __all__ = ["SERVER_NAME", "Runtime", "ServerLimits", "ServerSettings"]
 
@@ -154,8 +157,11 @@ class Runtime:
         settings: ServerSettings | None = None,
         hub: Hub | None = None,
         limits: ServerLimits | None = None,
+        plugins: PluginHost | None = None,
     ) -> None:
         self.store = store
+        self.plugins = plugins
+        """Plugins whose agent handlers every agent of this server gets (their session points are on ``store``)."""
         self.settings = settings or ServerSettings()
         self.hub = hub or Hub()
         self.live = LiveSessions(limits or ServerLimits(), self._close_live)
@@ -166,6 +172,7 @@ class Runtime:
         self._client_model: tuple[str | None, str | None] | None = None  # (provider, model) the client was built for
         self._retiring: set[asyncio.Task[None]] = set()
         self.gate = SdkGate(store, enabled=self.settings.sdk_semantics)
+        self._points = SessionPointRelay(store, self._publish)
         self._methods: dict[str, Handler] = {
             "initialize": self.initialize,
             "session/prompt": self.prompt,
@@ -362,6 +369,8 @@ class Runtime:
             )
             if settings.tools:  # dsh's permission/preset, sandbox/mode, approval/policy (when they change)
                 record_permissions(live.session, settings.permissions)
+            if self.plugins is not None:
+                self.plugins.attach(live.agent)
         return live.agent
 
     # -- for the compaction methods (server/compaction.py) ------------------------
@@ -473,6 +482,7 @@ class Runtime:
             with contextlib.suppress(Exception):
                 await self._client.close()
             self._client = None
+        self._points.stop()  # after the sessions closed: their session/disposed went out
         self.closed.set()
 
     def _info(self, session: Session) -> dict[str, Any]:

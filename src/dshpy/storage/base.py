@@ -25,9 +25,9 @@ import builtins
 import hashlib
 import logging
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 import orjson
 
@@ -67,9 +67,11 @@ from dshpy.storage.backend import (
     capabilities_of,
 )
 from dshpy.storage.contract import SessionStore
+from dshpy.storage.delegation import DEFAULT_MAX_DELEGATION_DEPTH, check_delegation_depth, checked_maximum
 from dshpy.storage.follow import StopSignal, check_follow_args, check_from_seq, poll_follow
 from dshpy.storage.lease import Lease
 from dshpy.storage.live_session import assemble_session
+from dshpy.storage.notices import SessionNotices
 from dshpy.storage.projection_cache import (
     ProjectionRow,
     SessionProjections,
@@ -198,6 +200,7 @@ class BaseStore(StorageBackend):
     """
 
     url: str = ""
+    _max_delegation_depth: int = DEFAULT_MAX_DELEGATION_DEPTH
     zero_copy_fork: bool = False
     """Whether forks read the parent's prefix instead of copying it (then deletes must detach)."""
     _capabilities: frozenset[str] = frozenset()
@@ -220,6 +223,32 @@ class BaseStore(StorageBackend):
         if self.text_column_ids:
             refuse_unencodable_id(checked, type(self).__name__)
         return checked
+
+    @property
+    def notices(self) -> SessionNotices:
+        """The store's ``session/created`` / ``session/flush`` / ``session/disposed`` handlers (made on first use)."""
+        notices: SessionNotices | None = self.__dict__.get("_session_notices")
+        if notices is None:
+            notices = self.__dict__.setdefault("_session_notices", SessionNotices())
+        return notices
+
+    def on(self, name: str, handler: Callable[[Any], Any]) -> Callable[[], None]:
+        """Call ``handler(payload)`` at the session point ``name`` for every live session of this store.
+
+        The seed's points: ``session/created``, ``session/flush`` (with the seq range made
+        durable), ``session/disposed`` — see :mod:`dshpy.storage.notices`. Returns a
+        function that unregisters the handler.
+        """
+        return self.notices.on(name, handler)
+
+    @property
+    def max_delegation_depth(self) -> int:
+        """The deepest sub-agent session this store creates (:mod:`dshpy.storage.delegation`); settable."""
+        return self._max_delegation_depth
+
+    @max_delegation_depth.setter
+    def max_delegation_depth(self, value: int) -> None:
+        self._max_delegation_depth = checked_maximum(value)
 
     @property
     def capabilities(self) -> frozenset[str]:
@@ -450,15 +479,24 @@ class BaseStore(StorageBackend):
         header = SessionHeader.new(
             sid, cwd=cwd, agent_preset=agent_preset, origin=origin, delegation_depth=delegation_depth
         )
-        session = self._assemble(header, [], self._create_live(StoredRecord(header)), None)
+        check_delegation_depth(header.delegation_depth, self._max_delegation_depth, f'session "{sid}"')
+        writer = self.notices.watch(self._create_live(StoredRecord(header)))
+        session = self._assemble(header, [], writer, None)
         session.set_write_behind(write_behind_ms)
+        writer.announce(session, "created")
         return session
 
     def open(self, session_id: str, *, write_behind_ms: int | None = None) -> Session:
         """Open a live session; an interrupted turn is closed durably first (crash repair)."""
+        return self._open_live(session_id, write_behind_ms, "opened")
+
+    def _open_live(
+        self, session_id: str, write_behind_ms: int | None, how: Literal["opened", "forked"]
+    ) -> Session:
         self._check_id(session_id)
         self._header(session_id)
-        writer = self._live_writer(session_id)  # taken before reading: a locking backend reads what it owns
+        # taken before reading: a locking backend reads what it owns
+        writer = self.notices.watch(self._live_writer(session_id))
         try:
             header, events = self._load(session_id)
             session = self._assemble(header, events, writer, self._cached_states(header))
@@ -466,6 +504,7 @@ class BaseStore(StorageBackend):
             writer.close()
             raise
         session.set_write_behind(write_behind_ms)
+        writer.announce(session, how)
         return session
 
     def inspect(self, session_id: str) -> Session:
@@ -647,36 +686,77 @@ class BaseStore(StorageBackend):
 
     def fork(
         self,
-        session_id: str,
+        source: Session | str,
         boundary: int | None = None,
-        *,
         child_id: str | None = None,
+        *,
         close_open_turn: bool = False,
+        origin: str | None = None,
         write_behind_ms: int | None = None,
     ) -> Session:
-        """Fork at the inclusive ``boundary`` (default: last seq) and open the new child live.
+        """Fork ``source`` at the inclusive ``boundary`` (default: its last seq) and open the new child live.
+
+        ``source`` is a session id or a live :class:`Session` of this store, as in the
+        seed's ``fork(source, boundary?, childSessionId?)``: its pending events are
+        flushed first, so its in-memory prefix is what the child inherits (a boundary
+        among events that cannot be flushed is ``INVALID_BOUNDARY``, saying why).
+        ``origin="subagent"`` forks on behalf of a sub-agent: the child records it and
+        sits one ``delegationDepth`` below the parent, refused past
+        :attr:`max_delegation_depth` (:class:`~dshpy.errors.DelegationDepthError`).
 
         Raises :class:`ForkError` (``SESSION_ALREADY_EXISTS`` first, then
-        ``SESSION_NOT_FOUND``, ``INVALID_BOUNDARY``, ``OPEN_TURN``); nothing is
-        created on error and the parent is never written. See :meth:`fork_stored`.
+        ``SESSION_NOT_FOUND``, ``INVALID_BOUNDARY``, ``OPEN_TURN``,
+        ``DELEGATION_DEPTH_EXCEEDED``); nothing is created on error and the parent is
+        never written (beyond flushing what it had already appended). See :meth:`fork_stored`.
         """
-        info = self.fork_stored(session_id, boundary, child_id=child_id, close_open_turn=close_open_turn)
-        return self.open(info.id, write_behind_ms=write_behind_ms)
+        info = self.fork_stored(source, boundary, child_id, close_open_turn=close_open_turn, origin=origin)
+        return self._open_live(info.id, write_behind_ms, "forked")
+
+    def _fork_source(self, source: Session | str, boundary: int | None) -> tuple[str, int | None]:
+        """The parent's id and the boundary to cut at: a live session's pending events are flushed first."""
+        if isinstance(source, str):
+            return source, boundary
+        if not isinstance(source, Session):
+            raise TypeError(f"fork() takes a session id or a Session, not {type(source).__name__}")
+        sid = source.id
+        last = len(source) - 1
+        target = last if boundary is None else boundary
+        if not is_seq(target) or target > last:
+            return sid, target  # plan_fork names the bad boundary
+        why = " and this handle cannot flush them (read-only or closed)"
+        if source.pending_count and not source.read_only:
+            try:
+                source.flush()
+            except DshError as error:
+                why = f"; flushing them failed ({type(error).__name__}: {error})"
+        if self.exists(sid):
+            stored = self._length(sid)
+            if target >= stored:
+                raise ForkError(
+                    "INVALID_BOUNDARY",
+                    f'cannot fork session "{sid}" at {target}: this store holds only its events 0..{stored - 1}, '
+                    f"the rest are pending in memory{why}",
+                )
+        return sid, target
 
     def fork_stored(
         self,
-        session_id: str,
+        source: Session | str,
         boundary: int | None = None,
-        *,
         child_id: str | None = None,
+        *,
         close_open_turn: bool = False,
+        origin: str | None = None,
     ) -> SessionInfo:
-        """Create the fork in storage without loading it; returns the child's info.
+        """Create the fork in storage without loading it; returns the child's info (arguments as :meth:`fork`).
 
         Only the parent's events from the last turn boundary before ``boundary`` are
         read, so on a zero-copy backend the cost does not depend on the prefix length.
         """
+        session_id, boundary = self._fork_source(source, boundary)
         self._check_id(session_id)
+        if origin not in (None, "subagent"):
+            raise ValueError(f'origin must be "subagent" or None, not {origin!r}')
         cid = self._check_id(child_id) if child_id is not None else new_session_id()
         if self.exists(cid):
             raise ForkError("SESSION_ALREADY_EXISTS", f'session "{cid}" already exists')
@@ -684,6 +764,8 @@ class BaseStore(StorageBackend):
             raise ForkError("SESSION_NOT_FOUND", f'session "{session_id}" not found')
         parent_header = self._header(session_id)
         DEFAULT_CHAIN.plan(parent_header.version, session_id)
+        depth = parent_header.delegation_depth + 1 if origin == "subagent" else 0
+        check_delegation_depth(depth, self._max_delegation_depth, f'the sub-agent fork "{cid}" of "{session_id}"')
         length = self._length(session_id)
         target = length - 1 if boundary is None else boundary
         window = self._window_at(session_id, target) if is_seq(target) and 0 <= target < length else []
@@ -694,6 +776,8 @@ class BaseStore(StorageBackend):
             parent_session=session_id,
             is_seeded=True,
             agent_preset=parent_header.agent_preset,
+            origin=origin,
+            delegation_depth=depth,
         )
         if self.zero_copy_fork:
             record = StoredRecord(header, (session_id, plan.inherited_count), list(plan.own))

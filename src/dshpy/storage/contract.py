@@ -11,7 +11,7 @@ plugs in without its callers changing. What a backend author writes is in
 from __future__ import annotations
 
 import builtins
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from dshpy.core.events import SessionEvent
@@ -59,6 +59,10 @@ class SessionStore(Protocol):
         """Create an empty session and return it live (its header is stored at once)."""
         ...
 
+    def on(self, name: str, handler: Callable[[Any], Any]) -> Callable[[], None]:
+        """Call ``handler(payload)`` at ``session/created``, ``session/flush`` or ``session/disposed``."""
+        ...
+
     def open(self, session_id: str, *, write_behind_ms: int | None = None) -> Session:
         """Open a session live; an interrupted turn is closed durably first (crash repair)."""
         ...
@@ -85,25 +89,30 @@ class SessionStore(Protocol):
         """Validate and append outside a live handle; an identical re-send of stored events succeeds."""
         ...
 
+    max_delegation_depth: int
+    """The deepest sub-agent session (``delegationDepth``) the store creates or forks."""
+
     def fork(
         self,
-        session_id: str,
+        source: Session | str,
         boundary: int | None = None,
-        *,
         child_id: str | None = None,
+        *,
         close_open_turn: bool = False,
+        origin: str | None = None,
         write_behind_ms: int | None = None,
     ) -> Session:
-        """Fork at the inclusive turn ``boundary`` and open the child live."""
+        """Fork a session (an id, or a live session: flushed first) at the inclusive ``boundary``; open the child."""
         ...
 
     def fork_stored(
         self,
-        session_id: str,
+        source: Session | str,
         boundary: int | None = None,
-        *,
         child_id: str | None = None,
+        *,
         close_open_turn: bool = False,
+        origin: str | None = None,
     ) -> SessionInfo:
         """Create the fork in storage without loading it."""
         ...

@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from dshpy.errors import StoreError
 from dshpy.storage.base import BaseStore
+from dshpy.storage.delegation import checked_maximum
 from dshpy.storage.store_url import StoreURL, parse_store_url
 
 __all__ = [
@@ -158,4 +160,14 @@ def open_store(url: str) -> BaseStore:
     if factory is None:
         known = ", ".join(f"{scheme}:" for scheme in sorted(_BACKENDS))
         raise StoreError(f"no store backend for {parsed.scheme!r} in {url!r} (available: {known})")
-    return factory(parsed)
+    depth = parsed.options.get("max_delegation_depth")  # every backend's option, so taken before its factory
+    if depth is None:
+        return factory(parsed)
+    try:
+        maximum = checked_maximum(depth)
+    except ValueError as error:
+        raise StoreError(f"invalid store URL {url!r}: {error}") from None
+    options = {k: v for k, v in parsed.options.items() if k != "max_delegation_depth"}
+    store = factory(replace(parsed, options=options))
+    store.max_delegation_depth = maximum
+    return store

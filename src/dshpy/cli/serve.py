@@ -93,6 +93,18 @@ __all__ = ["serve"]
 @click.option(
     "--max-streams", type=click.IntRange(min=1), default=64, show_default=True, help="HTTP: /events streams at most."
 )
+@click.option(
+    "--memory/--no-memory",
+    default=None,
+    help="Give the agents the session_search and session_read tools over the store (default: the profile's "
+    "memory, else off).",
+)
+@click.option(
+    "--memory-scope",
+    type=click.Choice(["cwd", "all"]),
+    help="What the memory tools see: sessions of the session's working directory (cwd, default) or all "
+    "(implies --memory).",
+)
 @click.option("-v", "--verbose", is_flag=True, help="Log requests and turns on stderr.")
 @telemetry_options
 @common_options
@@ -125,6 +137,8 @@ def serve(
     body_timeout: float,
     max_connections: int,
     max_streams: int,
+    memory: bool | None,
+    memory_scope: str | None,
     verbose: bool,
     telemetry: TelemetrySwitch,
 ) -> None:
@@ -173,6 +187,8 @@ def serve(
         telemetry=telemetry,
         context_window=context_window,
         auto_compact=auto_compact,
+        memory=memory,
+        memory_scope=memory_scope,
     )
     try:
         code = run_server(options)

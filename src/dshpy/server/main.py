@@ -19,10 +19,14 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dshpy.telemetry import TelemetrySwitch
 
 from .limits import ServerLimits
+
+if TYPE_CHECKING:
+    from dshpy.agent.memory_tools import MemoryScope
 
 __all__ = ["ServeOptions", "main", "run_server"]
 
@@ -64,6 +68,17 @@ class ServeOptions:
     context_window: int | None = None
     auto_compact: bool | None = None
     """``None``: ``config.toml``'s ``[compaction] auto`` (default on)."""
+    memory: bool | None = None
+    """``--memory``/``--no-memory``: the agents' memory tools; ``None``: the profile's ``memory``, else off."""
+    memory_scope: str | None = None
+    """``--memory-scope``: ``cwd`` or ``all`` (implies ``memory``); ``None``: the profile's, else ``cwd``."""
+
+    def memory_tools_scope(self, profile_memory: bool | None, profile_scope: str | None) -> MemoryScope | None:
+        """What the memory tools see, or ``None`` when they are off: the flags win over the profile, as for ``run``."""
+        wanted = self.memory if self.memory is not None else bool(profile_memory) or self.memory_scope is not None
+        if not wanted:
+            return None
+        return "all" if (self.memory_scope or profile_scope) == "all" else "cwd"
 
 
 def _make_home(url: str, home: Path) -> None:
@@ -110,6 +125,7 @@ def run_server(options: ServeOptions, *, announce: bool = True) -> int:
         context_window=options.context_window,
         auto_compact=auto,
         model_settings=model_settings,
+        memory=options.memory_tools_scope(profile.memory, profile.memory_scope),
     )
     # Checked now (ModelConfigError), not at the first prompt: a malformed base URL is a
     # configuration mistake, and the server would otherwise start and only fail later.

@@ -34,11 +34,14 @@ from itertools import islice
 from typing import Any
 
 from dshpy.agent import Agent, TurnResult
+from dshpy.agent.memory_tools import MemoryScope, memory_tools
+from dshpy.agent.tools import Tool
 from dshpy.core.events import SessionEvent
 from dshpy.llm.client import DEFAULT_MODEL, ChatClient, ModelConfig, ModelConfigError, ModelTimeouts
 from dshpy.log.continuation import append_resume_marker, system_prompt_text
 from dshpy.log.records import user_message
 from dshpy.log.session import Session
+from dshpy.query import SessionQuery
 from dshpy.sdk.model_settings import ModelSettings
 from dshpy.storage.contract import SessionStore
 from dshpy.telemetry import captured_context, remote_parent, within_context
@@ -89,6 +92,8 @@ class ServerSettings:
     auto_compact: bool = True
     model_settings: ModelSettings = field(default_factory=ModelSettings)
     """``config.toml``'s ``[models."…"]`` windows."""
+    memory: MemoryScope | None = None
+    """What the agents' ``session_search``/``session_read`` tools see (``cwd`` or ``all``); ``None``: no tools."""
 
 
 def _text_size(blocks: Iterable[dict[str, Any]]) -> int:
@@ -151,6 +156,9 @@ class Runtime:
         self._client: ChatClient | None = None
         self._client_model: str | None = None  # settings.model the client was built for (None: the default)
         self._retiring: set[asyncio.Task[None]] = set()
+        self._query: SessionQuery | None = None
+        """``session.search``'s service, kept so semantic search embeds only what is new (made on first use)."""
+        self._tools: list[Tool] | None = None
         self._methods: dict[str, Handler] = {
             "initialize": self.initialize,
             "session/prompt": self.prompt,
@@ -337,8 +345,16 @@ class Runtime:
                 reasoning_effort=settings.reasoning_effort,
                 resume_marker=False,
                 auto_compact=settings.auto_compact,
+                tools=self._agent_tools(),
             )
         return live.agent
+
+    def _agent_tools(self) -> list[Tool]:
+        """The tools every agent of this server gets: the memory tools when the settings ask for them."""
+        if self._tools is None:
+            scope = self.settings.memory
+            self._tools = [] if scope is None else memory_tools(self.store, scope=scope)
+        return self._tools
 
     # -- for the compaction methods (server/compaction.py) ------------------------
 
@@ -606,7 +622,9 @@ class Runtime:
 
     async def search(self, p: Params, _peer: Peer | None) -> Any:
         """``session.search``: full-text search over the store (:func:`~dshpy.server.query_methods.search`)."""
-        return await query_methods.search(self.store, p)
+        if self._query is None:
+            self._query = SessionQuery(self.store)
+        return await query_methods.search(self.store, p, self._query)
 
     def _describe(self, session: Session, live: Live | None, messages: int, projections: bool) -> dict[str, Any]:
         result = self._info(session)

@@ -20,7 +20,9 @@ Measured, each in the same run (the machine is shared, absolute numbers drift):
 * **append cost** — the time of a durable append (one turn's 12 events appended
   and flushed, the agent loop's cadence) into the full store, with the index and with
   it switched off for the same kind of turn, alternating turn by turn (medians): the
-  index's share of a durable append, and of the flush alone;
+  index's share of a durable append, and of the flush alone; and two measures a
+  loaded machine does not move: the append's CPU time (this thread's, system time
+  included) and the bytes its commit adds to the WAL (the pages it writes and syncs);
 * **rebuild** — :meth:`SessionQuery.rebuild_index` over the whole store;
 * with ``--semantic`` (needs ``pip install 'dshpy[semantic]'``): **embedding** — the
   local model embedding every indexed event's text from scratch (texts a second, the

@@ -108,3 +108,30 @@ def test_a_detached_fork_indexes_its_prefix_under_its_own_number(tmp_path: Path)
     assert {s for s, _ in _found(store, "inherited words", session_id="child")} == {"child"}
     store.close()
     assert _integrity(path) == 2
+
+
+def test_ranking_in_the_index_alone_agrees_with_the_event_filtered_plan(tmp_path: Path) -> None:
+    """A search without event filters ranks in the index and reads only its page's rows; one with a type filter
+    joins every match's row. Both must find the same hits with the same scores, and honour every session filter."""
+    store = dshpy.open_store(f"sqlite:///{tmp_path / 's.db'}")
+    for number in range(12):
+        with store.create(session_id=f"s{number:02d}", cwd=f"/p{number % 3}") as session:
+            for repeat in range(number % 4 + 1):
+                session.append("user/message", user_message(f"flaky parser {'again ' * repeat}"), surface_op="append")
+    query = SessionQuery(store)
+    every_type = ["user/message", "assistant/message", "tool/result", "tool/call", "todo/write", "turn/end"]
+
+    def page(**options: object) -> list[tuple[str, int, float]]:
+        hits = query.search("flaky parser", limit=100, **options).hits  # type: ignore[arg-type]
+        return [(hit.session_id, hit.seq, round(hit.score, 9)) for hit in hits]
+
+    fast, joined = page(), page(types=every_type)
+    assert sorted(fast) == sorted(joined) and len(fast) == sum(n % 4 + 1 for n in range(12))
+    assert [score for *_, score in fast] == sorted((score for *_, score in fast), reverse=True)
+    assert {s for s, *_ in page(filters={"cwd": "/p1"})} == {"s01", "s04", "s07", "s10"}
+    assert {s for s, *_ in page(filters={"cwd": "/p1", "exclude_ids": ["s04"]})} == {"s01", "s07", "s10"}
+    assert {s for s, *_ in page(session_id="s07")} == {"s07"}
+    first = query.search("flaky parser", limit=5)
+    rest = query.search("flaky parser", limit=100, cursor=first.next_cursor)
+    assert len({(h.session_id, h.seq) for h in [*first.hits, *rest.hits]}) == len(fast)  # pages do not overlap
+    store.close()

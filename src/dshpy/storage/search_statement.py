@@ -19,7 +19,7 @@ from dshpy.log.search_text import MatchExpr
 from dshpy.storage.base import column_text
 from dshpy.storage.search_records import TextQuery
 
-__all__ = ["Dialect", "key_range_statement", "search_statement", "segments"]
+__all__ = ["Dialect", "header_conditions", "key_range_statement", "search_statement", "segments"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +92,7 @@ def _either(dialect: Dialect, column: str, values: tuple[str | None, ...]) -> tu
     return f" AND ({' OR '.join(tests)})", [dialect.values(given)] if given else []
 
 
-def _header_conditions(dialect: Dialect, query: TextQuery) -> tuple[str, list[Any]]:
+def header_conditions(dialect: Dialect, query: TextQuery) -> tuple[str, list[Any]]:
     """The ``AND …`` conditions on the sessions ``ls`` that the header filters (cwd, parent, creation) ask for."""
     where, params = "", []
     for column, wanted in (("ls.cwd", query.cwd), ("ls.parent_session", query.parents)):
@@ -147,7 +147,7 @@ def search_statement(
         where += f" AND NOT {dialect.member(owner)}"
         params.append(dialect.values(query.exclude_sessions))
     if query.filters_headers:
-        headers, given = _header_conditions(dialect, query)
+        headers, given = header_conditions(dialect, query)
         if dialect.session_key and not forks:
             # the sessions in scope first, once: a match out of scope is dropped by its key alone
             where += f" AND {dialect.session_key} IN ({dialect.session_keys} WHERE 1 = 1{headers})"

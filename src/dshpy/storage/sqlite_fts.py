@@ -32,8 +32,8 @@ from typing import Any
 from dshpy.core.events import SessionEvent
 from dshpy.log.event_text import event_text, indexable_text
 from dshpy.storage.search_records import TextHit, TextQuery
-from dshpy.storage.search_statement import Dialect
-from dshpy.storage.sqlite_search import SQLITE, event_text_sql, search_with
+from dshpy.storage.search_statement import Dialect, header_conditions, search_statement
+from dshpy.storage.sqlite_search import SQLITE, compile_fts5, event_text_sql, search_with
 
 __all__ = [
     "KEYED_INDEX_MIGRATION",
@@ -192,8 +192,51 @@ def _text_at(db: sqlite3.Connection, doc: int) -> str:
     return (event_text_sql(row[0]) or "") if row is not None else ""
 
 
+def _ranked_in_the_index(query: TextQuery, keys: tuple[int, int] | None) -> tuple[str, list[Any]]:
+    """The page ranked in the index alone, the events read for its rows only: for a search that filters no
+    event by type or time, in a store without zero-copy forks (every filter left is a set of session numbers).
+
+    Ties go to the higher key: the later event of a session, the newer of two sessions.
+    """
+    where, params = "", list[Any]()
+    if keys is not None:
+        where += " AND rowid BETWEEN ? AND ?"
+        params += keys
+    for negate, sessions in (("", query.sessions), ("NOT ", query.exclude_sessions or None)):
+        if sessions is not None:
+            where += f" AND (rowid >> 32) {negate}IN (SELECT key FROM search_keys WHERE {KEYED.member('session_id')})"
+            params.append(KEYED.values(sessions))
+    if query.filters_headers:
+        headers, given = header_conditions(KEYED, query)
+        where += f" AND (rowid >> 32) IN ({KEYED.session_keys} WHERE 1 = 1{headers})"
+        params += given
+    top = (
+        f"SELECT rowid AS doc, {KEYED.score} AS score FROM search_text WHERE search_text MATCH ?{where} "
+        "ORDER BY score DESC, doc DESC LIMIT ? OFFSET ?"
+    )
+    sql = (
+        f"SELECT k.session_id, d.seq, d.type, d.time, top.score, top.doc FROM ({top}) top "
+        f"JOIN search_keys k ON k.key = (top.doc >> 32) "
+        f"JOIN events d ON d.session_id = k.session_id AND d.seq = (top.doc & {_SEQ_MASK}) "
+        "ORDER BY top.score DESC, top.doc DESC"
+    )
+    return sql, [compile_fts5(query.expr), *params, query.limit, query.offset]
+
+
+def _statement(
+    dialect: Dialect, query: TextQuery, *, forks: bool, keys: tuple[int, int] | None
+) -> tuple[str, list[Any]]:
+    if forks or query.types is not None or query.time_from is not None or query.time_to is not None:
+        return search_statement(dialect, query, forks=forks, keys=keys)
+    return _ranked_in_the_index(query, keys)
+
+
 def search(db: sqlite3.Connection, query: TextQuery) -> list[TextHit]:
     """One page of ``query``'s hits (the plans of :func:`~dshpy.storage.sqlite_search.search_with`), each with
-    its text extracted again from its stored body."""
-    found = search_with(db, query, KEYED, _key_range)
+    its text extracted again from its stored body.
+
+    Reading an event's row costs a seek into the log; a search that filters no event
+    ranks in the index alone and reads the rows of its page only.
+    """
+    found = search_with(db, query, KEYED, _key_range, statement=_statement)
     return [TextHit(row[0], row[1], row[2], row[3], row[4], _text_at(db, int(row[5]))) for row in found]

@@ -221,10 +221,13 @@ def search_with(
     query: TextQuery,
     dialect: Dialect,
     key_range: Callable[..., tuple[str, list[Any]]],
+    *,
+    statement: Callable[..., tuple[str, list[Any]]] = search_statement,
 ) -> list[tuple[Any, ...]]:
     """The rows of one page of ``query``'s hits from an FTS5 index laid out as ``dialect`` says
     (:func:`~dshpy.storage.search_statement.search_statement`); ``key_range(dialect, query, forks=…)`` is the
-    statement of the stretch of keys a few sessions' rows span.
+    statement of the stretch of keys a few sessions' rows span, and ``statement(dialect, query, forks=…, keys=…)``
+    the page's (by default :func:`~dshpy.storage.search_statement.search_statement`).
 
     Two plans keep it fast whatever a word's frequency. A search of a few sessions
     first finds the keys their rows span, and FTS5 walks only that stretch of each
@@ -252,7 +255,7 @@ def search_with(
             (compile_fts5(query.expr), window),
         ).fetchone()
         keys = None if row is None else (int(row[0]) + 1, MAX_SEQ)
-    sql, params = search_statement(dialect, query, forks=forks, keys=keys)
+    sql, params = statement(dialect, query, forks=forks, keys=keys)
     return list(db.execute(sql, params))
 
 

@@ -173,10 +173,11 @@ ON CONFLICT (session_id, key) DO UPDATE SET
 _INSERT_EVENTS = "INSERT INTO events (session_id, seq, type, time, body, crc) VALUES (?, ?, ?, ?, ?, ?)"
 
 _NEXT_SEQ = (
-    "SELECT (SELECT max(seq) FROM events WHERE session_id = s.id), s.base_count, s.next_seq FROM sessions s "
-    "WHERE s.id = ?"
+    "SELECT (SELECT max(seq) FROM events WHERE session_id = s.id), s.base_count, s.next_seq, "
+    "(SELECT key FROM search_keys WHERE session_id = s.id) FROM sessions s WHERE s.id = ?"
 )
-"""The last stored seq (an index seek on the events primary key), the inherited count, and the recorded next seq."""
+"""The last stored seq (an index seek on the events primary key), the inherited count, the recorded next seq,
+and the session's search number (read here so that an append's index rows cost no statement of their own)."""
 
 _SESSION_COLUMNS = "header, created_at, cwd, parent_session, base_id, base_count, crc"
 
@@ -468,19 +469,24 @@ class SqliteStore(BaseStore, ZeroCopyForks, MetadataQueries, ProjectionCache, In
 
     @staticmethod
     def _next_seq(db: sqlite3.Connection | sqlite3.Cursor, session_id: str) -> int:
-        """One past the last stored seq (an index seek), or the inherited count of an empty fork.
+        """One past the last stored seq (an index seek), or the inherited count of an empty fork."""
+        return SqliteStore._tail(db, session_id)[0]
 
-        It must agree with the ``next_seq`` the session row recorded at its last append:
-        otherwise rows were lost from the log's end (or the row is damaged).
+    @staticmethod
+    def _tail(db: sqlite3.Connection | sqlite3.Cursor, session_id: str) -> tuple[int, int | None]:
+        """:meth:`_next_seq` and the session's search number (``None``: it has none yet).
+
+        The next seq must agree with the ``next_seq`` the session row recorded at its last
+        append: otherwise rows were lost from the log's end (or the row is damaged).
         """
         row = db.execute(_NEXT_SEQ, (session_id,)).fetchone()
         if row is None:
             raise SessionNotFound(f'session "{session_id}" not found')
-        last, base_count, recorded = row
+        last, base_count, recorded, key = row
         stored = int(base_count) if last is None else int(last) + 1
         if stored != recorded:
             raise CorruptSessionError(lost_rows(session_id, stored, recorded))
-        return stored
+        return stored, key
 
     def _own_events(self, session_id: str, from_seq: int) -> Iterator[SessionEvent]:
         expected = from_seq
@@ -529,7 +535,7 @@ class SqliteStore(BaseStore, ZeroCopyForks, MetadataQueries, ProjectionCache, In
             cursor = self._cursor
             self._begin(doing)
             try:
-                stored = self._next_seq(cursor, session_id)
+                stored, key = self._tail(cursor, session_id)
                 if stored != expected_seq:
                     raise ConflictError(
                         f'session "{session_id}" ends at seq {stored}, not {expected_seq}: '
@@ -539,7 +545,7 @@ class SqliteStore(BaseStore, ZeroCopyForks, MetadataQueries, ProjectionCache, In
                     )
                 cursor.executemany(_INSERT_EVENTS, rows)
                 if texts:
-                    index_rows(cursor, session_key(cursor, session_id), texts)
+                    index_rows(cursor, session_key(cursor, session_id) if key is None else key, texts)
                 cursor.execute("UPDATE sessions SET next_seq = ? WHERE id = ?", (expected_seq + len(rows), session_id))
                 cursor.execute("COMMIT")
             except sqlite3.IntegrityError as error:

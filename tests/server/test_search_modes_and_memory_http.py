@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
-from server_support import http_server
+from server_support import http_server, server_env
 
 import dshpy
 from dshpy.log.event_text import event_text
@@ -91,3 +92,21 @@ def test_memory_tools_in_serve_over_http(tmp_path: Path) -> None:
     assert "elsewhere" not in found  # scoped to the session's working directory
     assert "[now#" not in found  # never the session's own surface
     store.close()
+
+
+def test_dshpy_runtime_takes_memory_from_the_profile(tmp_path: Path) -> None:
+    """``dshpy-runtime`` (what dsh's SDK launches) has no flags for it: the profile's ``memory`` keys decide."""
+    home = tmp_path / "home"
+    home.mkdir()
+    url = f"sqlite:///{tmp_path / 'sessions.db'}"
+    (home / "config.toml").write_text(f'[profiles.sdk]\nstore = "{url}"\nmemory = true\nmemory_scope = "all"\n')
+    runtime = [sys.executable, "-c", "from dshpy.server.main import main; main()"]
+    with FakeModelServer(default=Reply.text("Done.")) as model:
+        env = server_env(home, model.base_url)
+        with dshpy.HarnessClient(profile="sdk", env=env, command=runtime, store=url) as client:
+            assert client.send_message("one", "hello").content == "Done."
+        (home / "config.toml").write_text(f'[profiles.sdk]\nstore = "{url}"\n')
+        with dshpy.HarnessClient(profile="sdk", env=env, command=runtime, store=url) as client:
+            assert client.send_message("two", "hello").content == "Done."
+    names = [[tool["function"]["name"] for tool in request.get("tools", [])] for request in model.requests]
+    assert names == [["session_search", "session_read"], []]

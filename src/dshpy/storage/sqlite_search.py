@@ -1,6 +1,8 @@
-"""The FTS5 index both SQLite-backed indexes share: the session database's own, and the JSONL sidecar.
+"""The JSONL sidecar's FTS5 index (the session database's up to schema v4), and the plans both SQLite indexes share.
 
-Three tables, created by :data:`SEARCH_SCHEMA`:
+The session database indexes without ``search_docs`` since schema v5
+(:mod:`dshpy.storage.sqlite_fts`); it runs its searches through :func:`search_with`'s
+plans with its own layout. This layout, kept by the sidecar, has three tables, created by :data:`SEARCH_SCHEMA`:
 
 * ``search_docs`` — one row per event that holds text (most events hold none:
   boundaries, headers, attempts), keyed by ``(session_id, seq)`` and owned by the

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 import sys
 from pathlib import Path
 
@@ -36,7 +37,8 @@ def test_search_modes_over_http(tmp_path: Path) -> None:
     pytest.importorskip("numpy", reason="semantic search needs the extra: pip install 'dshpy[semantic]'")
     pytest.importorskip("static_model", reason="the local model needs the extra: pip install 'dshpy[semantic]'")
     url = _store(tmp_path)
-    server = http_server(tmp_path / "home", None, "--store", url, "--token", "tok")
+    vectors = tmp_path / "vectors.sqlite"
+    server = http_server(tmp_path / "home", None, "--store", url, "--token", "tok", "--vectors", str(vectors))
     with server as (base, _process), dshpy.HarnessClient(url=base, token="tok") as client:
         paraphrase = "unable to connect to the postgres server"
         assert client.search(paraphrase)["hits"] == []  # fts by default
@@ -59,6 +61,8 @@ def test_search_modes_over_http(tmp_path: Path) -> None:
         assert caught.value.code == -32602
         assert caught.value.data["code"] == "SESSION_QUERY_INVALID_QUERY"
         assert "mode must be one of fts, semantic, hybrid" in str(caught.value)
+    with sqlite3.connect(vectors) as db:  # --vectors: what the server embedded is kept for its next run
+        assert db.execute("SELECT count(*) FROM chunks").fetchone()[0] == 4
 
 
 def test_memory_tools_in_serve_over_http(tmp_path: Path) -> None:

@@ -105,6 +105,12 @@ __all__ = ["serve"]
     help="What the memory tools see: sessions of the session's working directory (cwd, default) or all "
     "(implies --memory).",
 )
+@click.option(
+    "--vectors",
+    metavar="FILE",
+    type=click.Path(dir_okay=False),
+    help="Keep session.search's semantic vectors in FILE (default: in memory while the server runs).",
+)
 @click.option("-v", "--verbose", is_flag=True, help="Log requests and turns on stderr.")
 @telemetry_options
 @common_options
@@ -139,6 +145,7 @@ def serve(
     max_streams: int,
     memory: bool | None,
     memory_scope: str | None,
+    vectors: str | None,
     verbose: bool,
     telemetry: TelemetrySwitch,
 ) -> None:
@@ -189,6 +196,7 @@ def serve(
         auto_compact=auto_compact,
         memory=memory,
         memory_scope=memory_scope,
+        vectors=vectors,
     )
     try:
         code = run_server(options)

@@ -72,6 +72,8 @@ class ServeOptions:
     """``--memory``/``--no-memory``: the agents' memory tools; ``None``: the profile's ``memory``, else off."""
     memory_scope: str | None = None
     """``--memory-scope``: ``cwd`` or ``all`` (implies ``memory``); ``None``: the profile's, else ``cwd``."""
+    vectors: str | None = None
+    """``--vectors``: the file ``session.search``'s semantic vectors are kept in; ``None``: in memory."""
 
     def memory_tools_scope(self, profile_memory: bool | None, profile_scope: str | None) -> MemoryScope | None:
         """What the memory tools see, or ``None`` when they are off: the flags win over the profile, as for ``run``."""
@@ -108,6 +110,8 @@ def run_server(options: ServeOptions, *, announce: bool = True) -> int:
     from .methods import Runtime, ServerSettings
     from .stdio import serve_stdio
 
+    if options.vectors is not None and not Path(options.vectors).absolute().parent.is_dir():
+        raise ValueError(f"--vectors {options.vectors}: its directory does not exist")
     profile = load_profile(options.profile)
     model_settings = load_model_settings()
     url = options.store_url or profile.store or default_store_url()
@@ -126,6 +130,7 @@ def run_server(options: ServeOptions, *, announce: bool = True) -> int:
         auto_compact=auto,
         model_settings=model_settings,
         memory=options.memory_tools_scope(profile.memory, profile.memory_scope),
+        vectors=options.vectors,
     )
     # Checked now (ModelConfigError), not at the first prompt: a malformed base URL is a
     # configuration mistake, and the server would otherwise start and only fail later.

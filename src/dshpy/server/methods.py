@@ -94,6 +94,8 @@ class ServerSettings:
     """``config.toml``'s ``[models."…"]`` windows."""
     memory: MemoryScope | None = None
     """What the agents' ``session_search``/``session_read`` tools see (``cwd`` or ``all``); ``None``: no tools."""
+    vectors: str | None = None
+    """The file ``session.search`` keeps its semantic vectors in (``None``: in memory)."""
 
 
 def _text_size(blocks: Iterable[dict[str, Any]]) -> int:
@@ -623,7 +625,12 @@ class Runtime:
     async def search(self, p: Params, _peer: Peer | None) -> Any:
         """``session.search``: full-text search over the store (:func:`~dshpy.server.query_methods.search`)."""
         if self._query is None:
-            self._query = SessionQuery(self.store)
+            vectors = None
+            if self.settings.vectors is not None:
+                from dshpy.query.vector_store import VectorStore
+
+                vectors = VectorStore(self.settings.vectors)
+            self._query = SessionQuery(self.store, vectors=vectors)
         return await query_methods.search(self.store, p, self._query)
 
     def _describe(self, session: Session, live: Live | None, messages: int, projections: bool) -> dict[str, Any]:

@@ -20,7 +20,9 @@ Measured, each in the same run (the machine is shared, absolute numbers drift):
 * **append cost** — the time of a durable append (one turn's 12 events appended
   and flushed, the agent loop's cadence) into the full store, with the index and with
   it switched off for the same kind of turn, alternating turn by turn (medians): the
-  index's share of a durable append, and of the flush alone;
+  index's share of a durable append, and of the flush alone; and two measures a
+  loaded machine does not move: the append's CPU time (this thread's, system time
+  included) and the bytes its commit adds to the WAL (the pages it writes and syncs);
 * **rebuild** — :meth:`SessionQuery.rebuild_index` over the whole store;
 * with ``--semantic`` (needs ``pip install 'dshpy[semantic]'``): **embedding** — the
   local model embedding every indexed event's text from scratch (texts a second, the
@@ -299,21 +301,27 @@ def index_bytes(path: Path) -> tuple[int, int]:
 
 @contextmanager
 def index_switched_off() -> Iterator[None]:
-    """Appends as they were before the index: no docs rows (the same code path, the same transaction)."""
-    real = sqlite_module.doc_rows
-    sqlite_module.doc_rows = lambda session_id, events: []
+    """Appends as they were before the index: no text rows (the same code path, the same transaction)."""
+    real = sqlite_module.text_rows
+    sqlite_module.text_rows = lambda events: []
     try:
         yield
     finally:
-        sqlite_module.doc_rows = real
+        sqlite_module.text_rows = real
 
 
-def append_costs(store: dshpy.SessionStore, rng: random.Random, turns: int) -> dict[str, float]:
+def append_costs(store: dshpy.SessionStore, path: Path, rng: random.Random, turns: int) -> dict[str, float]:
     """Median microseconds of a durable append (one turn's 12 appends and their flush) with the index and
     without it, alternating turn by turn between two live sessions of the same store, so both see the same
-    disk at the same moments; the flush alone is timed too."""
+    disk at the same moments; the flush alone is timed too, and two measures the machine's load does not move:
+    the CPU time of the append (this thread's) and the bytes its commit wrote to the WAL (checkpoints held off
+    while measuring, so the WAL only grows)."""
     indexed, plain = store.create(cwd="/bench/indexed"), store.create(cwd="/bench/plain")
-    timings: dict[str, list[float]] = {"indexed": [], "plain": [], "indexed_flush": [], "plain_flush": []}
+    wal = path.with_name(path.name + "-wal")
+    db = store._db  # type: ignore[attr-defined]
+    db.execute("PRAGMA wal_autocheckpoint = 0")
+    parts = ("", "_flush", "_cpu", "_wal")
+    timings: dict[str, list[float]] = {f"{name}{part}": [] for name in ("indexed", "plain") for part in parts}
     with no_gc():
         for number in range(1, turns + 1):
             for name, session in (("indexed", indexed), ("plain", plain)):
@@ -321,16 +329,26 @@ def append_costs(store: dshpy.SessionStore, rng: random.Random, turns: int) -> d
                 with contextlib.ExitStack() as stack:
                     if name == "plain":
                         stack.enter_context(index_switched_off())
+                    wal_before = wal.stat().st_size
+                    cpu = time.thread_time()
                     started = time.perf_counter()
                     play(session, steps)
                     flushing = time.perf_counter()
                     session.flush()
                     done = time.perf_counter()
+                    cpu_done = time.thread_time()
                 timings[name].append(done - started)
                 timings[f"{name}_flush"].append(done - flushing)
+                timings[f"{name}_cpu"].append(cpu_done - cpu)
+                timings[f"{name}_wal"].append((wal.stat().st_size - wal_before) / 1e6)
+    db.execute("PRAGMA wal_autocheckpoint = 1000")
+    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     indexed.close()
     plain.close()
-    return {name: 1e6 * statistics.median(values) for name, values in timings.items()}
+    return {
+        name: 1e6 * (statistics.mean if name.endswith("_wal") else statistics.median)(values)
+        for name, values in timings.items()
+    }
 
 
 def semantic_costs(store: dshpy.SessionStore, mix: list[str], scratch: Path) -> dict[str, Any]:
@@ -395,7 +413,7 @@ def main() -> None:
         filtered, _ = timed_searches(lambda text: query.search(text, filters={"cwd": "/work/project-3"}), mix)
         search_bytes, log_bytes = index_bytes(path)
         meaning = semantic_costs(store, mix, Path(scratch)) if args.semantic else None
-        costs = append_costs(store, rng, args.append_turns)
+        costs = append_costs(store, path, rng, args.append_turns)
         rebuild_started = time.perf_counter()
         rebuilt = query.rebuild_index()
         rebuild_s = time.perf_counter() - rebuild_started
@@ -424,6 +442,12 @@ def main() -> None:
             "index_cost": round(costs["indexed"] / costs["plain"] - 1, 3),
             "flush_us_with_index": round(costs["indexed_flush"]),
             "flush_us_without_index": round(costs["plain_flush"]),
+            "cpu_us_with_index": round(costs["indexed_cpu"]),
+            "cpu_us_without_index": round(costs["plain_cpu"]),
+            "cpu_cost": round(costs["indexed_cpu"] / costs["plain_cpu"] - 1, 3),
+            "wal_bytes_with_index": round(costs["indexed_wal"]),
+            "wal_bytes_without_index": round(costs["plain_wal"]),
+            "wal_cost": round(costs["indexed_wal"] / costs["plain_wal"] - 1, 3),
         },
         "rebuild": {"seconds": round(rebuild_s, 1), "documents": rebuilt.documents},
     }

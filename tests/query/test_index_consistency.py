@@ -43,13 +43,13 @@ def test_a_failed_sqlite_flush_leaves_neither_events_nor_index_rows(tmp_path: Pa
     TurnScript(session).turn("stored before the failure")
     session.flush()
     TurnScript(session).turn("the doomed batch")
-    real = sqlite_module.add_docs
+    real = sqlite_module.index_rows
 
-    def fail_after_the_events(cursor: Any, session_id: str, rows: Any) -> None:
-        real(cursor, session_id, rows)
+    def fail_after_the_events(cursor: Any, key: int, rows: Any) -> None:
+        real(cursor, key, rows)
         raise RuntimeError("the process died between the log and the index")
 
-    monkeypatch.setattr(sqlite_module, "add_docs", fail_after_the_events)
+    monkeypatch.setattr(sqlite_module, "index_rows", fail_after_the_events)
     with pytest.raises(RuntimeError):
         session.flush()
     monkeypatch.undo()
@@ -73,12 +73,12 @@ def test_a_sqlite_v3_store_is_indexed_when_upgraded(tmp_path: Path) -> None:
     child.close()
     store.close()
     raw = sqlite3.connect(path, isolation_level=None)  # back to schema v3: the store as dshpy wrote it before search
-    for table in ("search_text", "search_docs", "search_state"):
+    for table in ("search_text", "search_keys", "search_state"):
         raw.execute(f"DROP TABLE {table}")
     raw.execute("PRAGMA user_version = 3")
     raw.close()
     upgraded = dshpy.open_store(f"sqlite:///{path}")
-    assert upgraded.schema_version == len(sqlite_module.SCHEMA_MIGRATIONS) == 4
+    assert upgraded.schema_version == len(sqlite_module.SCHEMA_MIGRATIONS) == 5
     ancient = _prompt_seq(upgraded, parent.id, "an ancient grievance")
     assert set(_found(upgraded, "grievance")) == {
         (parent.id, ancient),

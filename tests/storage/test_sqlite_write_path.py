@@ -35,12 +35,13 @@ def test_a_flush_is_one_immediate_transaction_that_rereads_the_next_seq(db_path)
     inserts = writes[2 : 2 + pending]
     assert all(s.startswith("INSERT INTO events") for s in inserts)
     # the batch's full-text rows go in the same transaction (search is never behind or ahead of the log)
+    # (one row per event with text, keyed by the session's number: nothing else is written for them)
     texts = sum(1 for e in session.events[-pending:] if event_text(e))
     assert texts > 0
-    docs = writes[2 + pending : 2 + pending + texts]
-    assert all(s.startswith("INSERT INTO search_docs") for s in docs)
-    assert writes[2 + pending + texts].startswith("INSERT INTO search_text")
-    after = 3 + pending + texts
+    assert "search_keys" in writes[1]  # the session's number is read with its next seq
+    indexed = writes[2 + pending : 2 + pending + texts]
+    assert all(s.startswith("INSERT INTO search_text (rowid, text)") for s in indexed)
+    after = 2 + pending + texts
     # the session row records the new length in the same transaction (rows lost later are detectable)
     assert writes[after].startswith("UPDATE sessions SET next_seq")
     assert writes[after + 1] == "COMMIT"

@@ -10,8 +10,9 @@ stderr, the code in it). ``--json`` prints the page's ``to_dict()``, the very sh
 from __future__ import annotations
 
 import re
+import sqlite3
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.table import Table
@@ -21,7 +22,10 @@ from dshpy.core.ids import check_session_id
 from dshpy.query import SearchHit, SearchIndexStatus, SearchPage, SessionQuery
 
 from . import render
-from .app import AppState, common_options, emit_json, pass_state
+from .app import AppState, CliError, common_options, emit_json, pass_state
+
+if TYPE_CHECKING:
+    from dshpy.query.vector_store import VectorStore
 
 __all__ = ["hits_table", "index", "search", "since_option_value"]
 
@@ -76,6 +80,18 @@ def hits_table(page: SearchPage) -> Table:
     return table
 
 
+def _vector_store(path: str | None) -> VectorStore | None:
+    """The ``--vectors`` file (its SQLite table needs no numpy to open), or ``None``: vectors in memory."""
+    if path is None:
+        return None
+    from dshpy.query.vector_store import VectorStore
+
+    try:
+        return VectorStore(path)
+    except sqlite3.Error as error:
+        raise CliError(f"cannot use {path} for vectors: {error}") from None
+
+
 @click.command("search")
 @click.argument("query_text", metavar="QUERY")
 @click.option("--session", "session_id", metavar="ID", callback=_session_option, help="Search this session only.")
@@ -86,6 +102,14 @@ def hits_table(page: SearchPage) -> Table:
 @click.option("--limit", type=int, help="Hits per page (1-100, default 20).")
 @click.option("--cursor", metavar="CURSOR", help="Continue after a page (its nextCursor).")
 @click.option("--operators", is_flag=True, help='Read "phrases", prefix*, -word / NOT word and OR in QUERY.')
+@click.option("--semantic", "mode", flag_value="semantic", help="Rank by meaning (needs dshpy[semantic]).")
+@click.option("--hybrid", "mode", flag_value="hybrid", help="Fuse word and meaning rankings (needs dshpy[semantic]).")
+@click.option(
+    "--vectors",
+    metavar="FILE",
+    type=click.Path(dir_okay=False),
+    help="With --semantic/--hybrid: keep the embeddings in FILE, so the next search embeds only what is new.",
+)
 @common_options
 @pass_state
 def search(
@@ -99,14 +123,20 @@ def search(
     limit: int | None,
     cursor: str | None,
     operators: bool,
+    mode: str | None,
+    vectors: str | None,
 ) -> None:
     """Find events by their words, best match first, with the matches highlighted.
 
-    QUERY is one literal phrase (its words in order) unless --operators. Read a hit in
-    context with `dshpy sessions log ID --from SEQ`.
+    QUERY is one literal phrase (its words in order) unless --operators. --semantic ranks
+    by meaning with the local model, --hybrid fuses both rankings; both embed the events
+    not embedded yet first (all of them without --vectors). Read a hit in context with
+    `dshpy sessions log ID --from SEQ`.
     """
+    if vectors is not None and mode is None:
+        raise CliError("--vectors needs --semantic or --hybrid")
     filters: dict[str, Any] = {"cwd": list(cwds)} if cwds else {}
-    query = SessionQuery(state.open_store(create=False))
+    query = SessionQuery(state.open_store(create=False), vectors=_vector_store(vectors))
     page = query.search(
         query_text,
         filters=filters,
@@ -117,6 +147,7 @@ def search(
         operators=operators,
         limit=limit,
         cursor=cursor,
+        mode=mode or "fts",
     )
     if state.json:
         emit_json(page.to_dict())

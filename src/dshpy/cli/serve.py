@@ -94,6 +94,24 @@ __all__ = ["serve"]
 @click.option(
     "--max-streams", type=click.IntRange(min=1), default=64, show_default=True, help="HTTP: /events streams at most."
 )
+@click.option(
+    "--memory/--no-memory",
+    default=None,
+    help="Give the agents the session_search and session_read tools over the store (default: the profile's "
+    "memory, else off).",
+)
+@click.option(
+    "--memory-scope",
+    type=click.Choice(["cwd", "all"]),
+    help="What the memory tools see: sessions of the session's working directory (cwd, default) or all "
+    "(implies --memory).",
+)
+@click.option(
+    "--vectors",
+    metavar="FILE",
+    type=click.Path(dir_okay=False),
+    help="Keep session.search's semantic vectors in FILE (default: in memory while the server runs).",
+)
 @click.option("-v", "--verbose", is_flag=True, help="Log requests and turns on stderr.")
 @telemetry_options
 @tool_options
@@ -127,6 +145,9 @@ def serve(
     body_timeout: float,
     max_connections: int,
     max_streams: int,
+    memory: bool | None,
+    memory_scope: str | None,
+    vectors: str | None,
     verbose: bool,
     telemetry: TelemetrySwitch,
     tooling: ToolFlags,
@@ -180,6 +201,9 @@ def serve(
         permissions=tooling.permissions,
         approval=tooling.approval,
         allow_unsandboxed_shell=tooling.allow_unsandboxed_shell,
+        memory=memory,
+        memory_scope=memory_scope,
+        vectors=vectors,
     )
     try:
         code = run_server(options)

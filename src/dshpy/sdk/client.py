@@ -279,16 +279,19 @@ class HarnessClient:
         operators: bool = False,
         limit: int | None = None,
         cursor: str | None = None,
+        mode: str | None = None,
     ) -> dict[str, Any]:
         """Full-text search over the server's store: ``{"hits": [...], "nextCursor": ...}`` (``session.search``).
 
         Each hit names ``sessionId`` and ``seq`` with a ``snippet`` (``text`` and
         ``highlights`` offsets). ``filters`` take camelCase keys (``cwd``, ``state``,
         ``createdFrom``, ``excludeIds``, …). A refused query raises :class:`HarnessError`
-        whose ``data["code"]`` is the ``SESSION_QUERY_*`` code.
+        whose ``data["code"]`` is the ``SESSION_QUERY_*`` code. ``mode``: ``"fts"`` (the
+        default), ``"semantic"`` or ``"hybrid"`` (the server needs ``dshpy[semantic]``; without
+        it the error's code is ``SESSION_QUERY_SEMANTIC_UNAVAILABLE``).
         """
         options = {"filters": filters, "session_id": session_id, "types": types, "since": since, "until": until}
-        options |= {"operators": operators, "limit": limit, "cursor": cursor}
+        options |= {"operators": operators, "limit": limit, "cursor": cursor, "mode": mode}
         result: dict[str, Any] = self.request("session.search", _search_params(query, options))
         return result
 
@@ -444,10 +447,11 @@ class AsyncHarnessClient:
         operators: bool = False,
         limit: int | None = None,
         cursor: str | None = None,
+        mode: str | None = None,
     ) -> dict[str, Any]:
         """See :meth:`HarnessClient.search`."""
         options = {"filters": filters, "session_id": session_id, "types": types, "since": since, "until": until}
-        options |= {"operators": operators, "limit": limit, "cursor": cursor}
+        options |= {"operators": operators, "limit": limit, "cursor": cursor, "mode": mode}
         result: dict[str, Any] = await self.request("session.search", _search_params(query, options))
         return result
 

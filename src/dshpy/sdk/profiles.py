@@ -12,7 +12,7 @@
     read_timeout = 120                  # the longest silence of the model server
     total_timeout = 1800                # the whole answer (default: no limit)
     otel = true                         # OpenTelemetry traces and metrics (OTEL_* configure where they go)
-    memory = true                       # run/chat: the session_search and session_read tools (default: off)
+    memory = true                       # run/chat/serve: the session_search and session_read tools (default: off)
     memory_scope = "cwd"                # what they see: "cwd" (this project's sessions) or "all"
     tools = "all"                       # built-in tools: "all", "read", "none", or names ("read,grep,bash")
     permissions = "workspace-write"     # read-only | workspace-write | danger-full-access ($DSH_PERMISSION_MODE)
@@ -69,7 +69,8 @@ class Profile:
     otel: bool | None = None
     """Turn telemetry on (or off) for commands run with this profile, unless their ``--otel`` flag says otherwise."""
     memory: bool | None = None
-    """Give the agent the ``session_search`` / ``session_read`` tools (``dshpy run|chat``; off unless set)."""
+    """Give the agent the ``session_search`` / ``session_read`` tools (``dshpy run|chat|serve``, ``dshpy-runtime``;
+    off unless set)."""
     memory_scope: str | None = None
     """What those tools see: ``cwd`` (sessions of the same working directory, the default) or ``all``."""
     tools: str | None = None

@@ -27,6 +27,7 @@ from dshpy.telemetry import TelemetrySwitch
 from .limits import ServerLimits
 
 if TYPE_CHECKING:
+    from dshpy.agent.memory_tools import MemoryScope
     from dshpy.agent.permissions import Permissions
     from dshpy.sdk.profiles import Profile
 
@@ -78,6 +79,19 @@ class ServeOptions:
     """Permission preset (``None``: the profile's, else ``$DSH_PERMISSION_MODE``, else ``workspace-write``)."""
     approval: str | None = None
     allow_unsandboxed_shell: bool | None = None
+    memory: bool | None = None
+    """``--memory``/``--no-memory``: the agents' memory tools; ``None``: the profile's ``memory``, else off."""
+    memory_scope: str | None = None
+    """``--memory-scope``: ``cwd`` or ``all`` (implies ``memory``); ``None``: the profile's, else ``cwd``."""
+    vectors: str | None = None
+    """``--vectors``: the file ``session.search``'s semantic vectors are kept in; ``None``: in memory."""
+
+    def memory_tools_scope(self, profile_memory: bool | None, profile_scope: str | None) -> MemoryScope | None:
+        """What the memory tools see, or ``None`` when they are off: the flags win over the profile, as for ``run``."""
+        wanted = self.memory if self.memory is not None else bool(profile_memory) or self.memory_scope is not None
+        if not wanted:
+            return None
+        return "all" if (self.memory_scope or profile_scope) == "all" else "cwd"
 
 
 def _make_home(url: str, home: Path) -> None:
@@ -126,6 +140,8 @@ def run_server(options: ServeOptions, *, announce: bool = True) -> int:
     from .methods import Runtime, ServerSettings
     from .stdio import serve_stdio
 
+    if options.vectors is not None and not Path(options.vectors).absolute().parent.is_dir():
+        raise ValueError(f"--vectors {options.vectors}: its directory does not exist")
     profile = load_profile(options.profile)
     model_settings = load_model_settings()
     url = options.store_url or profile.store or default_store_url()
@@ -147,6 +163,8 @@ def run_server(options: ServeOptions, *, announce: bool = True) -> int:
         tools=tools,
         permissions=permissions,
         sdk_semantics=options.sdk_semantics,
+        memory=options.memory_tools_scope(profile.memory, profile.memory_scope),
+        vectors=options.vectors,
     )
     # Checked now (ModelConfigError), not at the first prompt: a malformed base URL is a
     # configuration mistake, and the server would otherwise start and only fail later.

@@ -36,8 +36,10 @@ from typing import Any
 
 from dshpy.agent import Agent, TurnResult
 from dshpy.agent.builtin import builtin_tools
+from dshpy.agent.memory_tools import MemoryScope, memory_tools
 from dshpy.agent.permissions import Permissions, record_permissions
 from dshpy.agent.system_prompt import system_prompt_for
+from dshpy.agent.tools import Tool
 from dshpy.core.events import SessionEvent
 from dshpy.llm.client import DEFAULT_MODEL, ModelConfig, ModelConfigError, ModelTimeouts
 from dshpy.llm.protocol import ModelClient, make_client
@@ -45,6 +47,7 @@ from dshpy.log.continuation import append_resume_marker
 from dshpy.log.records import user_message
 from dshpy.log.session import Session
 from dshpy.plugins import PluginHost
+from dshpy.query import SessionQuery
 from dshpy.sdk.model_settings import ModelSettings
 from dshpy.storage.contract import SessionStore
 from dshpy.telemetry import captured_context, remote_parent, within_context
@@ -103,9 +106,12 @@ class ServerSettings:
     """The built-in tools each session's agent gets (``dshpy serve`` / ``dshpy-runtime``: all of them)."""
     permissions: Permissions = field(default_factory=Permissions)
     """What those tools may change; nobody answers approvals here, so escalations fail closed."""
-
     sdk_semantics: bool = False
     """dsh's SDK runtime rules for dsh's methods (``dshpy-runtime`` sets it): see :class:`SdkGate`."""
+    memory: MemoryScope | None = None
+    """What the agents' ``session_search``/``session_read`` tools see (``cwd`` or ``all``); ``None``: no tools."""
+    vectors: str | None = None
+    """The file ``session.search`` keeps its semantic vectors in (``None``: in memory)."""
 
 
 def _text_size(blocks: Iterable[dict[str, Any]]) -> int:
@@ -173,6 +179,9 @@ class Runtime:
         self._retiring: set[asyncio.Task[None]] = set()
         self.gate = SdkGate(store, enabled=self.settings.sdk_semantics)
         self._points = SessionPointRelay(store, self._publish)
+        self._query: SessionQuery | None = None
+        """``session.search``'s service, kept so semantic search embeds only what is new (made on first use)."""
+        self._tools: list[Tool] | None = None
         self._methods: dict[str, Handler] = {
             "initialize": self.initialize,
             "session/prompt": self.prompt,
@@ -365,13 +374,23 @@ class Runtime:
                 reasoning_effort=settings.reasoning_effort,
                 resume_marker=False,
                 auto_compact=settings.auto_compact,
-                tools=builtin_tools(settings.tools, permissions=settings.permissions) if settings.tools else (),
+                tools=[
+                    *(builtin_tools(settings.tools, permissions=settings.permissions) if settings.tools else ()),
+                    *self._agent_tools(),
+                ],
             )
             if settings.tools:  # dsh's permission/preset, sandbox/mode, approval/policy (when they change)
                 record_permissions(live.session, settings.permissions)
             if self.plugins is not None:
                 self.plugins.attach(live.agent)
         return live.agent
+
+    def _agent_tools(self) -> list[Tool]:
+        """The tools every agent of this server gets: the memory tools when the settings ask for them."""
+        if self._tools is None:
+            scope = self.settings.memory
+            self._tools = [] if scope is None else memory_tools(self.store, scope=scope)
+        return self._tools
 
     # -- for the compaction methods (server/compaction.py) ------------------------
 
@@ -665,7 +684,14 @@ class Runtime:
 
     async def search(self, p: Params, _peer: Peer | None) -> Any:
         """``session.search``: full-text search over the store (:func:`~dshpy.server.query_methods.search`)."""
-        return await query_methods.search(self.store, p)
+        if self._query is None:
+            vectors = None
+            if self.settings.vectors is not None:
+                from dshpy.query.vector_store import VectorStore
+
+                vectors = VectorStore(self.settings.vectors)
+            self._query = SessionQuery(self.store, vectors=vectors)
+        return await query_methods.search(self.store, p, self._query)
 
     def _describe(self, session: Session, live: Live | None, messages: int, projections: bool) -> dict[str, Any]:
         result = self._info(session)

@@ -87,11 +87,14 @@ async def list_page(store: SessionStore, p: Params) -> Any:
     )
 
 
-async def search(store: SessionStore, p: Params) -> Any:
+async def search(store: SessionStore, p: Params, query: SessionQuery | None = None) -> Any:
     """``session.search``: ranked hits with snippets, ``{hits, nextCursor}``.
 
     ``query`` (required), ``filters``, ``sessionId``, ``types``, ``since``/``until``
-    (epoch ms or ISO-8601 with a zone), ``operators``, ``limit`` (1-100), ``cursor``.
+    (epoch ms or ISO-8601 with a zone), ``operators``, ``limit`` (1-100), ``cursor``,
+    ``mode`` (``fts`` by default, ``semantic`` or ``hybrid``). Pass the server's one
+    long-lived ``query``: its embeddings are kept, so a semantic search embeds only
+    what was appended since the last one.
     """
     if "query" not in p.raw:
         raise invalid("query", "is required")
@@ -100,9 +103,10 @@ async def search(store: SessionStore, p: Params) -> Any:
     session_id = p.session_id(required=False)
     operators = p.boolean("operators")
     raw = p.raw
-    query = SessionQuery(store)
+    mode = raw.get("mode", "fts")
+    service = query or SessionQuery(store)
     return await _answer(
-        lambda: query.search(
+        lambda: service.search(
             text,
             filters=filters,
             session_id=session_id,
@@ -112,5 +116,6 @@ async def search(store: SessionStore, p: Params) -> Any:
             operators=operators,
             limit=raw.get("limit"),
             cursor=raw.get("cursor"),
+            mode=mode,
         ).to_dict()
     )

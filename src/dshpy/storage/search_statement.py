@@ -19,7 +19,7 @@ from dshpy.log.search_text import MatchExpr
 from dshpy.storage.base import column_text
 from dshpy.storage.search_records import TextQuery
 
-__all__ = ["Dialect", "key_range_statement", "search_statement"]
+__all__ = ["Dialect", "header_conditions", "key_range_statement", "search_statement", "segments"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +51,12 @@ class Dialect:
     """Appended to the session id in ``ORDER BY``, for byte order."""
     doc_key: str = ""
     """The index's row key, which :func:`search_statement`'s ``keys`` bound."""
+    text: str = "d.text"
+    """The hit's text column (an index that keeps no text answers something the caller turns into text)."""
+    session_key: str = ""
+    """The number of the session storing an index row, read from the row's key alone (``""``: none)."""
+    session_keys: str = ""
+    """``SELECT`` of the numbers of the sessions ``ls`` whose ``WHERE`` follows (with :attr:`session_key`)."""
 
 
 _SEGMENTS = """WITH RECURSIVE seg(logical, owner, lo, hi) AS (
@@ -65,7 +71,7 @@ rows below the count the next one down inherits (``lo <= seq < hi``)."""
 _IN_SEGMENT = "seg.owner = d.session_id AND d.seq >= seg.lo AND d.seq < seg.hi"
 
 
-def _segments(dialect: Dialect, query: TextQuery) -> tuple[str, list[Any]]:
+def segments(dialect: Dialect, query: TextQuery) -> tuple[str, list[Any]]:
     """The segment table of the sessions in scope (every session without a scope), and its parameters."""
     scope, params = "", []
     if query.sessions is not None:
@@ -86,6 +92,21 @@ def _either(dialect: Dialect, column: str, values: tuple[str | None, ...]) -> tu
     return f" AND ({' OR '.join(tests)})", [dialect.values(given)] if given else []
 
 
+def header_conditions(dialect: Dialect, query: TextQuery) -> tuple[str, list[Any]]:
+    """The ``AND …`` conditions on the sessions ``ls`` that the header filters (cwd, parent, creation) ask for."""
+    where, params = "", []
+    for column, wanted in (("ls.cwd", query.cwd), ("ls.parent_session", query.parents)):
+        if wanted is not None:
+            clause, given = _either(dialect, column, wanted)
+            where += clause
+            params += given
+    for condition, value in (("ls.created_at >=", query.created_from), ("ls.created_at <=", query.created_to)):
+        if value is not None:
+            where += f" AND {condition} {dialect.param}"
+            params.append(value)
+    return where, params
+
+
 def key_range_statement(dialect: Dialect, query: TextQuery, *, forks: bool) -> tuple[str, list[Any]]:
     """The lowest and highest index key among the rows the sessions of ``query.sessions`` read (NULLs: none).
 
@@ -96,7 +117,7 @@ def key_range_statement(dialect: Dialect, query: TextQuery, *, forks: bool) -> t
     if not forks:
         member = dialect.member("session_id")
         return f"SELECT min(doc), max(doc) FROM {docs} WHERE {member}", [dialect.values(query.sessions or ())]
-    prefix, params = _segments(dialect, query)
+    prefix, params = segments(dialect, query)
     return f"{prefix}SELECT min(d.doc), max(d.doc) FROM seg JOIN {docs} d ON {_IN_SEGMENT}", params
 
 
@@ -111,7 +132,7 @@ def search_statement(
     it. ``keys`` keeps only index rows whose key lies in that inclusive range.
     """
     sessions = dialect.table("sessions")
-    prefix, prefix_params = _segments(dialect, query) if forks else ("", [])
+    prefix, prefix_params = segments(dialect, query) if forks else ("", [])
     owner = "seg.logical" if forks else "d.session_id"
     joins = f" JOIN seg ON {_IN_SEGMENT}" if forks else ""
     where = ""
@@ -122,19 +143,19 @@ def search_statement(
     if keys is not None:
         where += f" AND {dialect.doc_key} BETWEEN {dialect.param} AND {dialect.param}"
         params += keys
-    if query.filters_headers:
-        joins += f" JOIN {sessions} ls ON ls.id = {owner}"
     if query.exclude_sessions:
         where += f" AND NOT {dialect.member(owner)}"
         params.append(dialect.values(query.exclude_sessions))
-    for column, wanted in (("ls.cwd", query.cwd), ("ls.parent_session", query.parents)):
-        if wanted is not None:
-            clause, given = _either(dialect, column, wanted)
-            where += clause
-            params += given
+    if query.filters_headers:
+        headers, given = header_conditions(dialect, query)
+        if dialect.session_key and not forks:
+            # the sessions in scope first, once: a match out of scope is dropped by its key alone
+            where += f" AND {dialect.session_key} IN ({dialect.session_keys} WHERE 1 = 1{headers})"
+        else:
+            joins += f" JOIN {sessions} ls ON ls.id = {owner}"
+            where += headers
+        params += given
     for condition, value in (
-        ("ls.created_at >=", query.created_from),
-        ("ls.created_at <=", query.created_to),
         ("d.time >=", query.time_from),
         ("d.time <=", query.time_to),
     ):
@@ -146,7 +167,7 @@ def search_statement(
         params.append(dialect.values([column_text(kind) for kind in query.types]))
     limit = f"LIMIT {dialect.param} OFFSET {dialect.param}"
     sql = (
-        f"{prefix}SELECT {owner}, d.seq, d.type, d.time, {dialect.score} AS score, d.text "
+        f"{prefix}SELECT {owner}, d.seq, d.type, d.time, {dialect.score} AS score, {dialect.text} "
         f"FROM {dialect.source}{joins} WHERE {dialect.match}{where} "
         f"ORDER BY score DESC, d.time DESC, {owner}{dialect.collate}, d.seq {limit}"
     )

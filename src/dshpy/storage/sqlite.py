@@ -80,18 +80,18 @@ from dshpy.storage.projection_cache import ProjectionRow
 from dshpy.storage.records import SessionInfo, StoredRecord
 from dshpy.storage.search_records import SearchIndexStatus, TextHits, TextQuery
 from dshpy.storage.sqlite_errors import SqliteErrors, store_error
-from dshpy.storage.sqlite_search import (
-    FILL_FROM_EVENTS,
-    SEARCH_SCHEMA,
-    add_docs,
-    doc_rows,
+from dshpy.storage.sqlite_fts import (
+    KEYED_INDEX_MIGRATION,
     document_count,
-    drop_all_docs,
-    drop_session_docs,
-    event_text_sql,
-    generation,
+    index_rows,
+    new_session_key,
+    rebuild,
     search,
+    session_key,
+    text_rows,
+    unindex_session,
 )
+from dshpy.storage.sqlite_search import FILL_FROM_EVENTS, SEARCH_SCHEMA, event_text_sql, generation
 
 __all__ = ["APPLICATION_ID", "SCHEMA_MIGRATIONS", "SqliteStore"]
 
@@ -144,6 +144,7 @@ SCHEMA_MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "state_version, seq, CAST(state AS BLOB), CAST(identity AS BLOB))",
     ),
     (*SEARCH_SCHEMA, *FILL_FROM_EVENTS),
+    KEYED_INDEX_MIGRATION,
 )
 """Schema migrations; position + 1 is the ``user_version`` a database has after applying it.
 
@@ -151,7 +152,8 @@ SCHEMA_MIGRATIONS: tuple[tuple[str, ...], ...] = (
 :mod:`dshpy.storage.projection_cache`. 3 adds a CRC-32 to every row and each session's
 ``next_seq`` (rows lost from a log's end are detectable), computed for the rows already
 stored (one pass over the file, once). 4 adds the full-text index (:mod:`dshpy.storage.sqlite_search`) and
-indexes every event already stored."""
+indexes every event already stored. 5 replaces it with a contentless index keyed by (session, seq)
+(:mod:`dshpy.storage.sqlite_fts`): a third of the pages an append's index rows wrote, and no text stored twice."""
 
 _CRC_FUNCTIONS = (
     ("dshpy_session_crc", 7, session_row_crc),
@@ -173,10 +175,11 @@ ON CONFLICT (session_id, key) DO UPDATE SET
 _INSERT_EVENTS = "INSERT INTO events (session_id, seq, type, time, body, crc) VALUES (?, ?, ?, ?, ?, ?)"
 
 _NEXT_SEQ = (
-    "SELECT (SELECT max(seq) FROM events WHERE session_id = s.id), s.base_count, s.next_seq FROM sessions s "
-    "WHERE s.id = ?"
+    "SELECT (SELECT max(seq) FROM events WHERE session_id = s.id), s.base_count, s.next_seq, "
+    "(SELECT key FROM search_keys WHERE session_id = s.id) FROM sessions s WHERE s.id = ?"
 )
-"""The last stored seq (an index seek on the events primary key), the inherited count, and the recorded next seq."""
+"""The last stored seq (an index seek on the events primary key), the inherited count, the recorded next seq,
+and the session's search number (read here so that an append's index rows cost no statement of their own)."""
 
 _SESSION_COLUMNS = "header, created_at, cwd, parent_session, base_id, base_count, crc"
 
@@ -431,7 +434,7 @@ class SqliteStore(BaseStore, ZeroCopyForks, MetadataQueries, ProjectionCache, In
         columns = (header.id, raw, header.created_at, cwd, header.parent_session, base_id, base_count)
         next_seq = base_count + len(events)
         rows = self._rows(header.id, events)
-        docs = doc_rows(header.id, events)
+        texts = text_rows(events)
         try:
             with self._write(f'creating session "{header.id}"') as db:
                 if db.execute("SELECT 1 FROM sessions WHERE id = ?", (header.id,)).fetchone():
@@ -442,7 +445,7 @@ class SqliteStore(BaseStore, ZeroCopyForks, MetadataQueries, ProjectionCache, In
                     (*columns, next_seq, session_row_crc(*columns)),
                 )
                 db.executemany(_INSERT_EVENTS, rows)
-                add_docs(db, header.id, docs)
+                index_rows(db, new_session_key(db, header.id), texts)
         except sqlite3.IntegrityError as error:
             raise SessionExistsError(f'session "{header.id}" already exists ({error})') from None
 
@@ -470,19 +473,24 @@ class SqliteStore(BaseStore, ZeroCopyForks, MetadataQueries, ProjectionCache, In
 
     @staticmethod
     def _next_seq(db: sqlite3.Connection | sqlite3.Cursor, session_id: str) -> int:
-        """One past the last stored seq (an index seek), or the inherited count of an empty fork.
+        """One past the last stored seq (an index seek), or the inherited count of an empty fork."""
+        return SqliteStore._tail(db, session_id)[0]
 
-        It must agree with the ``next_seq`` the session row recorded at its last append:
-        otherwise rows were lost from the log's end (or the row is damaged).
+    @staticmethod
+    def _tail(db: sqlite3.Connection | sqlite3.Cursor, session_id: str) -> tuple[int, int | None]:
+        """:meth:`_next_seq` and the session's search number (``None``: it has none yet).
+
+        The next seq must agree with the ``next_seq`` the session row recorded at its last
+        append: otherwise rows were lost from the log's end (or the row is damaged).
         """
         row = db.execute(_NEXT_SEQ, (session_id,)).fetchone()
         if row is None:
             raise SessionNotFound(f'session "{session_id}" not found')
-        last, base_count, recorded = row
+        last, base_count, recorded, key = row
         stored = int(base_count) if last is None else int(last) + 1
         if stored != recorded:
             raise CorruptSessionError(lost_rows(session_id, stored, recorded))
-        return stored
+        return stored, key
 
     def _own_events(self, session_id: str, from_seq: int) -> Iterator[SessionEvent]:
         expected = from_seq
@@ -525,7 +533,7 @@ class SqliteStore(BaseStore, ZeroCopyForks, MetadataQueries, ProjectionCache, In
         work only, and every statement goes through one long-lived cursor.
         """
         rows = self._rows(session_id, events)
-        docs = doc_rows(session_id, events)  # indexed in the same transaction: search is never behind or ahead
+        texts = text_rows(events)  # indexed in the same transaction: search is never behind or ahead
         doing = f'appending to session "{session_id}"'
         report = reporting()
         if report is not None:
@@ -534,7 +542,7 @@ class SqliteStore(BaseStore, ZeroCopyForks, MetadataQueries, ProjectionCache, In
             cursor = self._cursor
             self._begin(doing)
             try:
-                stored = self._next_seq(cursor, session_id)
+                stored, key = self._tail(cursor, session_id)
                 if stored != expected_seq:
                     raise ConflictError(
                         f'session "{session_id}" ends at seq {stored}, not {expected_seq}: '
@@ -543,7 +551,8 @@ class SqliteStore(BaseStore, ZeroCopyForks, MetadataQueries, ProjectionCache, In
                         actual_seq=stored,
                     )
                 cursor.executemany(_INSERT_EVENTS, rows)
-                add_docs(cursor, session_id, docs)
+                if texts:
+                    index_rows(cursor, session_key(cursor, session_id) if key is None else key, texts)
                 cursor.execute("UPDATE sessions SET next_seq = ? WHERE id = ?", (expected_seq + len(rows), session_id))
                 committed = time.perf_counter_ns()
                 cursor.execute("COMMIT")  # synchronous=FULL: the WAL's fsync happens here
@@ -563,7 +572,7 @@ class SqliteStore(BaseStore, ZeroCopyForks, MetadataQueries, ProjectionCache, In
     def _remove(self, session_id: str) -> None:
         try:
             with self._write(f'deleting session "{session_id}"') as db:
-                drop_session_docs(db, session_id)
+                unindex_session(db, session_id)
                 db.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
         except sqlite3.IntegrityError as error:  # a fork was made meanwhile and reads through it
             raise ConflictError(f'session "{session_id}" gained a fork while being deleted ({error})') from None
@@ -585,7 +594,7 @@ class SqliteStore(BaseStore, ZeroCopyForks, MetadataQueries, ProjectionCache, In
         try:
             with self._write(f'detaching fork "{session_id}"') as db:
                 db.executemany(_INSERT_EVENTS, self._rows(session_id, prefix))
-                add_docs(db, session_id, doc_rows(session_id, prefix))
+                index_rows(db, session_key(db, session_id), text_rows(prefix))
                 db.execute(
                     "UPDATE sessions SET base_id = NULL, base_count = 0, crc = ? WHERE id = ?", (crc, session_id)
                 )
@@ -834,9 +843,7 @@ class SqliteStore(BaseStore, ZeroCopyForks, MetadataQueries, ProjectionCache, In
 
     def _rebuild_search_index(self) -> SearchIndexStatus:
         with self._write("rebuilding the search index") as db:
-            drop_all_docs(db)
-            for statement in FILL_FROM_EVENTS:
-                db.execute(statement)
+            rebuild(db)
         return self._search_index_status()
 
     def _search_index_status(self) -> SearchIndexStatus:

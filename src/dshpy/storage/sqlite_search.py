@@ -1,6 +1,8 @@
-"""The FTS5 index both SQLite-backed indexes share: the session database's own, and the JSONL sidecar.
+"""The JSONL sidecar's FTS5 index (the session database's up to schema v4), and the plans both SQLite indexes share.
 
-Three tables, created by :data:`SEARCH_SCHEMA`:
+The session database indexes without ``search_docs`` since schema v5
+(:mod:`dshpy.storage.sqlite_fts`); it runs its searches through :func:`search_with`'s
+plans with its own layout. This layout, kept by the sidecar, has three tables, created by :data:`SEARCH_SCHEMA`:
 
 * ``search_docs`` — one row per event that holds text (most events hold none:
   boundaries, headers, attempts), keyed by ``(session_id, seq)`` and owned by the
@@ -24,7 +26,7 @@ statement is :mod:`dshpy.storage.search_statement`'s, shared with PostgreSQL).
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import orjson
@@ -53,6 +55,7 @@ __all__ = [
     "event_text_sql",
     "generation",
     "search",
+    "search_with",
 ]
 
 SEARCH_SCHEMA: tuple[str, ...] = (
@@ -215,24 +218,34 @@ def _unfiltered(query: TextQuery) -> bool:
     )
 
 
-def search(db: sqlite3.Connection, query: TextQuery) -> list[TextHit]:
-    """One page of ``query``'s hits from the FTS index (:func:`~dshpy.storage.search_statement.search_statement`).
+def search_with(
+    db: sqlite3.Connection,
+    query: TextQuery,
+    dialect: Dialect,
+    key_range: Callable[..., tuple[str, list[Any]]],
+    *,
+    statement: Callable[..., tuple[str, list[Any]]] = search_statement,
+) -> list[tuple[Any, ...]]:
+    """The rows of one page of ``query``'s hits from an FTS5 index laid out as ``dialect`` says
+    (:func:`~dshpy.storage.search_statement.search_statement`); ``key_range(dialect, query, forks=…)`` is the
+    statement of the stretch of keys a few sessions' rows span, and ``statement(dialect, query, forks=…, keys=…)``
+    the page's (by default :func:`~dshpy.storage.search_statement.search_statement`).
 
     Two plans keep it fast whatever a word's frequency. A search of a few sessions
     first finds the keys their rows span, and FTS5 walks only that stretch of each
     word's postings (a per-session search does not depend on how often the word
     occurs elsewhere). A search of the whole store with more than
-    :data:`RANK_WINDOW` matches ranks its most recently indexed ones: bm25 costs
+    :data:`RANK_WINDOW` matches ranks those with the highest keys: bm25 costs
     about a microsecond per match, and a word that common ranks by recency in
-    practice. Appends index in commit order, and a migration or rebuild in time
-    order, so "recently indexed" is "recent".
+    practice. Keys grow with time (here: in commit order, a migration or rebuild in
+    time order; the session database: in the order sessions were created).
     """
     if not query.expr.groups:
         return []
     forks = _has_forks(db)
     keys: tuple[int, int] | None = None
     if query.sessions is not None and len(query.sessions) <= FEW_SESSIONS:
-        sql, params = key_range_statement(SQLITE, query, forks=forks)
+        sql, params = key_range(dialect, query, forks=forks)
         low, high = db.execute(sql, params).fetchone()
         if low is None:
             return []
@@ -244,5 +257,10 @@ def search(db: sqlite3.Connection, query: TextQuery) -> list[TextHit]:
             (compile_fts5(query.expr), window),
         ).fetchone()
         keys = None if row is None else (int(row[0]) + 1, MAX_SEQ)
-    sql, params = search_statement(SQLITE, query, forks=forks, keys=keys)
-    return [TextHit(*row) for row in db.execute(sql, params)]
+    sql, params = statement(dialect, query, forks=forks, keys=keys)
+    return list(db.execute(sql, params))
+
+
+def search(db: sqlite3.Connection, query: TextQuery) -> list[TextHit]:
+    """One page of ``query``'s hits from a ``search_docs`` index (:func:`search_with`)."""
+    return [TextHit(*row) for row in search_with(db, query, SQLITE, key_range_statement)]

@@ -178,7 +178,8 @@ class Runtime:
         self._client_model: tuple[str | None, str | None] | None = None  # (provider, model) the client was built for
         self._retiring: set[asyncio.Task[None]] = set()
         self.gate = SdkGate(store, enabled=self.settings.sdk_semantics)
-        self._points = SessionPointRelay(store, self._publish)
+        # dsh's SDK runtime sends no lifecycle points: the official SDK would hand them back as run notifications
+        self._points = None if self.settings.sdk_semantics else SessionPointRelay(store, self._publish)
         self._query: SessionQuery | None = None
         """``session.search``'s service, kept so semantic search embeds only what is new (made on first use)."""
         self._tools: list[Tool] | None = None
@@ -501,7 +502,8 @@ class Runtime:
             with contextlib.suppress(Exception):
                 await self._client.close()
             self._client = None
-        self._points.stop()  # after the sessions closed: their session/disposed went out
+        if self._points is not None:
+            self._points.stop()  # after the sessions closed: their session/disposed went out
         self.closed.set()
 
     def _info(self, session: Session) -> dict[str, Any]:

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import os
-import shutil
-import sys
 from pathlib import Path
 
 import pytest
+from sdk_support import dshpy_runtime as _runtime
 
 from dshpy.testing.fake_model import FakeModelServer, Reply
 
@@ -16,13 +14,6 @@ pytest.importorskip("deepseek_harness.errors")
 
 # The official client never closes its child's stdout/stderr pipes (its close() only reaps the process).
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning", "ignore::pytest.PytestUnraisableExceptionWarning")
-
-
-def _runtime() -> str:
-    found = shutil.which("dshpy-runtime") or shutil.which("dshpy-runtime", path=os.path.dirname(sys.executable))
-    if found is None:
-        pytest.skip("dshpy-runtime is not installed (pip install -e .)")
-    return found
 
 
 def test_run_twice_resume_and_working_directory(tmp_path: Path) -> None:

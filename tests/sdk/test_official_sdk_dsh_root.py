@@ -8,13 +8,11 @@ one, and starts new sessions there too, instead of in a store of dshpy's own.
 
 from __future__ import annotations
 
-import os
-import shutil
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from sdk_support import dshpy_runtime as _runtime
 
 import dshpy
 from dshpy.testing.fake_model import FakeModelServer, Reply
@@ -24,13 +22,6 @@ deepseek_harness = pytest.importorskip("deepseek_harness")
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning", "ignore::pytest.PytestUnraisableExceptionWarning")
 
 PARENT = "96cf59c9-b347-48b9-b234-a5200913ad05"
-
-
-def _runtime() -> str:
-    found = shutil.which("dshpy-runtime") or shutil.which("dshpy-runtime", path=os.path.dirname(sys.executable))
-    if found is None:
-        pytest.skip("dshpy-runtime is not installed (pip install -e .)")
-    return found
 
 
 def test_patched_root_is_served_and_old_sessions_continue_in_v4(

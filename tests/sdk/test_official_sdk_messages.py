@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from sdk_support import dshpy_runtime as _runtime
 
 import dshpy
 from dshpy.testing.fake_model import FakeModelServer, Reply
@@ -23,13 +22,6 @@ deepseek_harness = pytest.importorskip("deepseek_harness")
 errors = pytest.importorskip("deepseek_harness.errors")
 
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning", "ignore::pytest.PytestUnraisableExceptionWarning")
-
-
-def _runtime() -> str:
-    found = shutil.which("dshpy-runtime") or shutil.which("dshpy-runtime", path=os.path.dirname(sys.executable))
-    if found is None:
-        pytest.skip("dshpy-runtime is not installed (pip install -e .)")
-    return found
 
 
 def _options(tmp_path: Path, model: FakeModelServer) -> dict[str, Any]:

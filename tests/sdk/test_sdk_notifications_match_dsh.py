@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
-import shutil
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from sdk_support import dshpy_runtime as _runtime
 
 pytest.importorskip("deepseek_harness")
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning", "ignore::pytest.PytestUnraisableExceptionWarning")
@@ -41,13 +39,6 @@ def _scenario() -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-
-
-def _runtime() -> str:
-    found = shutil.which("dshpy-runtime") or shutil.which("dshpy-runtime", path=os.path.dirname(sys.executable))
-    if found is None:
-        pytest.skip("dshpy-runtime is not installed (pip install -e .)")
-    return found
 
 
 def test_dshpy_runtime_notifications_match_dshs_in_kind_and_order(tmp_path: Path) -> None:

@@ -78,15 +78,17 @@ def test_memory_tools_in_serve_over_http(tmp_path: Path) -> None:
             Reply.tool_calls(("session_search", json.dumps({"query": "staging proxy"}), "c1")),
             Reply.text("8443, as found earlier."),
         )
-        server = http_server(tmp_path / "home", model.base_url, "--store", url, "--memory")
+        # --tools none: only the memory tools, so the tool list below is theirs alone
+        server = http_server(tmp_path / "home", model.base_url, "--store", url, "--memory", "--tools", "none")
         with server as (base, _process), dshpy.HarnessClient(url=base) as client:
             client.create_session("now", cwd="/srv/app")
             answer = client.send_message("now", "What did we find about the staging proxy?")
             assert answer.content == "8443, as found earlier."
         tools = [tool["function"]["name"] for tool in model.requests[0].get("tools", [])]
         assert tools == ["session_search", "session_read"]
-        plain = http_server(tmp_path / "home", model.base_url, "--store", url)
+        plain = http_server(tmp_path / "home", model.base_url, "--store", url, "--tools", "none")
         with plain as (base, _process), dshpy.HarnessClient(url=base) as client:
+            client.create_session("plain")
             assert client.send_message("plain", "hi").content == "Done."
         assert model.requests[-1].get("tools", []) == []  # off unless asked
     store = dshpy.open_store(url)
@@ -103,14 +105,16 @@ def test_dshpy_runtime_takes_memory_from_the_profile(tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()
     url = f"sqlite:///{tmp_path / 'sessions.db'}"
-    (home / "config.toml").write_text(f'[profiles.sdk]\nstore = "{url}"\nmemory = true\nmemory_scope = "all"\n')
+    (home / "config.toml").write_text(f'[profiles.sdk]\nstore = "{url}"\nmemory = true\nmemory_scope = "all"\ntools = "none"\n')
     runtime = [sys.executable, "-c", "from dshpy.server.main import main; main()"]
     with FakeModelServer(default=Reply.text("Done.")) as model:
         env = server_env(home, model.base_url)
         with dshpy.HarnessClient(profile="sdk", env=env, command=runtime, store=url) as client:
+            client.create_session("one")
             assert client.send_message("one", "hello").content == "Done."
-        (home / "config.toml").write_text(f'[profiles.sdk]\nstore = "{url}"\n')
+        (home / "config.toml").write_text(f'[profiles.sdk]\nstore = "{url}"\ntools = "none"\n')
         with dshpy.HarnessClient(profile="sdk", env=env, command=runtime, store=url) as client:
+            client.create_session("two")
             assert client.send_message("two", "hello").content == "Done."
     names = [[tool["function"]["name"] for tool in request.get("tools", [])] for request in model.requests]
     assert names == [["session_search", "session_read"], []]

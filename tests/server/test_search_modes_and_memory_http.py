@@ -105,7 +105,8 @@ def test_dshpy_runtime_takes_memory_from_the_profile(tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()
     url = f"sqlite:///{tmp_path / 'sessions.db'}"
-    (home / "config.toml").write_text(f'[profiles.sdk]\nstore = "{url}"\nmemory = true\nmemory_scope = "all"\ntools = "none"\n')
+    profile = f'[profiles.sdk]\nstore = "{url}"\nmemory = true\nmemory_scope = "all"\ntools = "none"\n'
+    (home / "config.toml").write_text(profile)
     runtime = [sys.executable, "-c", "from dshpy.server.main import main; main()"]
     with FakeModelServer(default=Reply.text("Done.")) as model:
         env = server_env(home, model.base_url)

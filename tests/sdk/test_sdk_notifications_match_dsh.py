@@ -2,9 +2,10 @@
 
 dsh's sequence is committed (``tests/fixtures/sdk_notifications/dsh-0.2.1rc2.json``,
 written by ``scenario.py`` beside it from the real runtime), so no dsh binary is
-needed here. dsh writes four kinds of event dshpy-runtime does not write yet; they are
-named in :data:`DSH_ONLY` and taken out of dsh's sequence before the comparison, so
-anything else that differs — an extra, a missing or a reordered notification — fails.
+needed here. Every kind dsh writes in the scenario is compared — the runtime-context
+snapshot, the fallback title, the session-log delivery markers and the bash job's
+``job/registered`` / ``job/settled`` included — so an extra, a missing or a reordered
+notification fails. :data:`DSH_ONLY` would name a kind dshpy-runtime does not write.
 """
 
 from __future__ import annotations
@@ -22,15 +23,8 @@ pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning", "ignore::pyte
 
 SCENARIO = Path(__file__).parents[1] / "fixtures" / "sdk_notifications" / "scenario.py"
 
-DSH_ONLY = frozenset(
-    {
-        "user/message:runtime-context",  # dsh's runtime-context snapshot after the first prompt
-        "session/title",  # the fallback title from the first prompt
-        "session-log-deepseek/delivery-accepted",  # before each assistant/message
-        "job/registered",  # bash runs as a job in dsh ...
-        "job/settled",  # ... settled before its tool/result
-    }
-)
+DSH_ONLY: frozenset[str] = frozenset()
+"""Kinds dsh writes in this scenario that dshpy-runtime does not (none since #17's runtime records)."""
 
 
 def _scenario() -> ModuleType:

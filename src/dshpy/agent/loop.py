@@ -5,10 +5,12 @@ One turn, for one prompt::
     agent/inbox/spliced (insert, next-turn) → turn/start → agent/inbox/spliced (claim)
     per step:  [agent/inbox/spliced (claim, next-step)] → step/start
                → system/message (first step of the session, or the prompt changed)
-               → user/message… (the prompt, injected messages)
-               → request/header? → request/context?
+               → user/message… (the prompt, injected messages, instructions)
+               → user/message (runtime-context snapshot, when it changed)?
+               → request/header? → request/context? → session/title (fallback)?
+               → session-log-deepseek/delivery-accepted?
                → [assistant/attempt → llm/retry → llm/retry-started]… → assistant/message
-               → per tool call: tool/call … tool/result (citing the call)
+               → per tool call: tool/call [job/registered … job/settled] tool/result (citing the call)
                → step/end
     turn/end {completed | max-tokens | error | aborted | blocked}
 
@@ -37,6 +39,15 @@ context is measured and, past the threshold, pruned and compacted (its events la
 inside the open step); a request refused with ``CONTEXT_WINDOW_EXCEEDED`` is
 followed by a prune and one maximal compaction, then retried once if the surface
 changed. The model never sees what a checkpoint replaced.
+
+**dsh's runtime records** (off by default; ``dshpy-runtime`` turns them on):
+``runtime_context`` names the sections of dsh's runtime-context snapshot
+(:mod:`dshpy.agent.runtime_context`), ``fallback_title`` writes dsh's first-prompt
+``session/title`` (:mod:`dshpy.agent.fallback_title`), and ``upload_session_log``
+sends the log with each Messages API request as dsh does, logging DeepSeek's
+acceptance (:mod:`dshpy.agent.session_log`). Background jobs started by tools
+(:mod:`dshpy.agent.jobs`) that finish uncollected are announced to the model
+before its next step; closing the agent stops the ones still running.
 
 **Cancellation.** :meth:`Agent.cancel` (or cancelling the task awaiting
 :meth:`Agent.run`) ends the turn ``aborted``: text already streamed is kept as an
@@ -88,7 +99,9 @@ from dshpy.log.session import Session
 from dshpy.projections.commands import turn_refusal
 from dshpy.telemetry import observe_agent
 
+from .builtin.job_tools import deliver_completions
 from .compaction import AgentCompaction
+from .fallback_title import fallback_title_data
 from .hooks import (
     Hooks,
     ModelRequest,
@@ -103,8 +116,12 @@ from .hooks import (
 )
 from .injection import injected_message
 from .instructions import pending_instructions
+from .jobs import jobs_of
 from .prologue import AgentSetupError, RequestPrologue
 from .records import ABORTED_BEFORE_DISPATCH, ABORTED_RUNNING
+from .runtime_context import RuntimeContext
+from .session_log import FIELD as SESSION_LOG_FIELD
+from .session_log import SessionLogUpload
 from .tools import Tool, ToolContext, ToolLike, ToolOutcome, as_tool
 from .updates import ChunkUpdate, EventUpdate, TurnResult, Update, add_usage
 
@@ -191,6 +208,11 @@ class Agent:
     ``compaction_engine`` replaces the runtime policy. :attr:`compaction` also
     compacts on demand and reads how full the context is.
 
+    ``runtime_context`` returns the sections (``[{name, text}]``) of dsh's
+    runtime-context snapshot, asked before each step's request; ``fallback_title``
+    and ``upload_session_log`` write dsh's other runtime records (see the module
+    docstring).
+
     Constructed on a session that already has events (a resumed or reopened one),
     the agent first appends ``session/end-seed {}``, as dsh does when it resumes a
     session in a new process (``resume_marker=False`` skips it; a fork's fresh
@@ -216,6 +238,9 @@ class Agent:
         auto_compact: bool = True,
         compaction_engine: CompactionEngine | None = None,
         instructions_dir: str | None = None,
+        runtime_context: Callable[[], Sequence[Mapping[str, str]]] | None = None,
+        fallback_title: bool = False,
+        upload_session_log: bool = False,
     ) -> None:
         if max_steps < 1:
             raise ValueError("max_steps must be at least 1")
@@ -247,6 +272,12 @@ class Agent:
         self._task: asyncio.Task[TurnResult] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._cancel_reason: CancelReason | None = None
+        self.runtime_context = runtime_context
+        self._context_snapshot = RuntimeContext(session) if runtime_context is not None else None
+        self.fallback_title = fallback_title
+        self._titled = False
+        self._upload = SessionLogUpload(session) if upload_session_log else None
+        self._notices = deliver_completions(session, self._notify)
         self._marker_pending = resume_marker
         if resume_marker and turn_refusal(session) is None:
             self._append_marker()  # a session that cannot run gets its marker when it runs again
@@ -309,8 +340,16 @@ class Agent:
             loop.call_soon_threadsafe(task.cancel)
         return True
 
+    def _notify(self, message: dict[str, Any]) -> None:
+        try:
+            self.inject(message)
+        except Exception:  # a closed session: nobody is left to tell
+            log.warning("could not queue a job notice on %s", self.session.id, exc_info=True)
+
     async def aclose(self) -> None:
-        """Close the model client if the agent made it."""
+        """Stop the session's background jobs and close the model client if the agent made it."""
+        self._notices()
+        await jobs_of(self.session).close()
         if self._owns_client:
             await self.client.close()
 
@@ -443,8 +482,13 @@ class Agent:
                 entering = []
                 if step == 1 and (instructions := pending_instructions(self.session, self.instructions_dir)):
                     self._append("user/message", instructions, surface_op="append")
+                if self._context_snapshot is not None and self.runtime_context is not None:
+                    snapshot = self._context_snapshot.message(self.runtime_context())
+                    if snapshot is not None:
+                        self._append("user/message", snapshot, surface_op="append")
                 self._prologue.header(self._request_header())
                 self._prologue.context(self._request_context())
+                self._title()
                 await self.compaction.before_request()
                 outcome = await self._call_model(turn, step, sink)
                 if outcome.failure is not None:
@@ -543,6 +587,26 @@ class Agent:
             defaults=self.client.request_defaults,
         )
 
+    def _title(self) -> None:
+        """dsh's fallback ``session/title``, once, as soon as the session has a prompt to name it by."""
+        if not self.fallback_title or self._titled:
+            return
+        data = fallback_title_data(self.session.events)
+        self._titled = data is not None or any(e.type == "session/title" for e in self.session.events)
+        if data is not None:
+            self._append("session/title", data)
+
+    def _extensions(self, response: ResponseInfo) -> dict[str, Any] | None:
+        """dsh's extra request fields (the session log, Messages API only), accepted through ``response``."""
+        if self._upload is None or self.client.config.wire_format != "messages":
+            return None
+        prepared = self._upload.prepare()
+        if prepared is None:
+            return None
+        value, accept = prepared
+        response.on_accepted = accept
+        return {SESSION_LOG_FIELD: value}
+
     def _request_context(self) -> dict[str, Any]:
         return request_context_data(self.client.provider, self.client.model, self.client.config.context_window)
 
@@ -564,6 +628,7 @@ class Agent:
                 request = ModelRequest(self, number, step, attempt, messages, tools, response)
                 await self._hooks.emit("model-request", request)
             accumulator = AssistantStreamAccumulator()
+            extensions = self._extensions(response)
             try:
                 stream = self.client.stream(
                     messages,
@@ -571,6 +636,7 @@ class Agent:
                     max_tokens=self.max_tokens,
                     reasoning_effort=self.reasoning_effort,
                     info=response,
+                    **({"extra_body": extensions} if extensions is not None else {}),
                 )
                 async with contextlib.aclosing(stream) as chunks:
                     async for chunk in chunks:

@@ -21,6 +21,7 @@ official ``anthropic`` package would add a dependency for a few dozen lines of S
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
@@ -44,6 +45,8 @@ ANTHROPIC_VERSION = "2023-06-01"
 DEFAULT_MESSAGES_MAX_TOKENS = 256_000
 """dsh's default output cap for DeepSeek's Messages API (its ``DEFAULT_MAX_TOKENS``)."""
 REASONING_EFFORTS = ("off", "low", "high", "max")
+
+log = logging.getLogger("dshpy.llm.anthropic")
 
 
 def messages_url(base_url: str) -> str:
@@ -191,6 +194,11 @@ class AnthropicClient:
             raise
         except Exception as error:
             raise deadline.failure(error, streaming=False) from error
+        if info is not None and info.on_accepted is not None:
+            try:  # dsh's extensions.accept(): after the status, before the body
+                info.on_accepted()
+            except Exception:  # the answer still counts; what the callback records is resent later
+                log.warning("recording the accepted request failed", exc_info=True)
         mapper = MessagesMapper(self.config.model)
         events = _sse_data(response.aiter_lines())
         try:

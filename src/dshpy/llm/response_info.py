@@ -5,7 +5,9 @@ Both model clients fill it in, so telemetry's ``gen_ai.response.model`` does not
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 __all__ = ["ResponseInfo"]
 
@@ -23,3 +25,9 @@ class ResponseInfo:
     """The ``model`` of the first chunk that names one."""
     id: str | None = None
     """That chunk's ``id`` (the completion's)."""
+    on_accepted: Callable[[], Any] | None = None
+    """Called once when the server took the request (a success status, before the first chunk).
+
+    dsh's request extensions hang off this point: the Messages client calls it, so
+    the agent can log ``session-log-deepseek/delivery-accepted`` for the session log it sent.
+    """

@@ -42,7 +42,10 @@ __all__ = [
     "compaction_bracket_data",
     "compaction_prune_data",
     "compaction_summary_data",
+    "delivery_accepted_data",
     "insert_splice",
+    "job_registered_data",
+    "job_settled_data",
     "message_text",
     "request_context_data",
     "request_header",
@@ -50,6 +53,7 @@ __all__ = [
     "retry_data",
     "retry_started_data",
     "system_data",
+    "title_data",
     "tool_call_data",
     "tool_result_data",
     "user_message",
@@ -235,6 +239,53 @@ def request_context_data(provider: str, model: str, context_window: int | None =
     if context_window is not None:
         context["contextWindow"] = context_window
     return context
+
+
+def title_data(title: str, message_seqs: Sequence[int], source_kind: str) -> dict[str, Any]:
+    """``session/title``: the title, the human prompts it was made from, and who made it (``fallback`` …)."""
+    return {"title": title, "messageSeqs": list(message_seqs), "source": {"kind": source_kind}}
+
+
+def delivery_accepted_data(session_id: str, format_version: int, through_seq: int) -> dict[str, Any]:
+    """``session-log-deepseek/delivery-accepted``: DeepSeek took the uploaded log up to ``through_seq``."""
+    return {"sessionId": session_id, "sessionFormatVersion": format_version, "throughSeq": through_seq}
+
+
+def job_registered_data(
+    job_id: str,
+    owner: str,
+    kind: str,
+    label: str,
+    started_at: int,
+    tool_call: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """``job/registered``: a job (a ``bash`` command, …) started for the session ``owner``, by a tool call."""
+    data: dict[str, Any] = {"jobId": job_id, "owner": owner, "kind": kind, "label": label, "startedAt": started_at}
+    if tool_call is not None:
+        data["toolCall"] = dict(tool_call)
+    return data
+
+
+def job_settled_data(
+    registered: Mapping[str, Any],
+    *,
+    finished_at: int,
+    status: str,
+    cause: str,
+    producer_reported: bool,
+    detail: str | None = None,
+) -> dict[str, Any]:
+    """``job/settled``: the registration's fields, then how the job ended (``completed``, ``killed``, ``failed``)."""
+    data = {
+        **registered,
+        "finishedAt": finished_at,
+        "status": status,
+        "cause": cause,
+        "producerReported": producer_reported,
+    }
+    if detail is not None:
+        data["detail"] = detail
+    return data
 
 
 def retry_data(

@@ -7,6 +7,11 @@ runtime uses ``$DSH_HOME/dshpy`` as its home (config and default store), so each
 SDK home gets its own sessions. A ``--patch`` (the SDK's ``patches=``) that sets the
 ``session-persistence-jsonl`` row's root and compression makes the runtime serve
 that dsh session root (:mod:`~dshpy.server.dsh_patches`); ``--store`` wins over it.
+
+Like dsh's runtime, ``dshpy-runtime`` writes the runtime-context snapshot and the
+fallback ``session/title``, and on the Messages API (``deepseek-official``) sends
+each session's log with its requests (``dsh_session_log``, see
+:mod:`dshpy.agent.session_log`); ``DSHPY_SESSION_LOG_UPLOAD=0`` keeps the log home.
 """
 
 from __future__ import annotations
@@ -110,6 +115,19 @@ def _make_home(url: str, home: Path) -> None:
         home.mkdir(mode=0o700, parents=True, exist_ok=True)  # the mode applies to the home itself
 
 
+UPLOAD_ENV = "DSHPY_SESSION_LOG_UPLOAD"
+
+
+def _upload_enabled() -> bool:
+    """``$DSHPY_SESSION_LOG_UPLOAD``: on unless ``0``/``false``/``no``/``off`` (dsh's plugin is on by default)."""
+    raw = os.environ.get(UPLOAD_ENV, "").strip().lower()
+    if raw in ("", "1", "true", "yes", "on"):
+        return True
+    if raw in ("0", "false", "no", "off"):
+        return False
+    raise ConfigError(f"{UPLOAD_ENV} must be 1 or 0, not {raw!r}")
+
+
 def _tooling(options: ServeOptions, profile: Profile) -> tuple[tuple[str, ...], Permissions]:
     """The built-in tools and permissions: the options, else the profile, else all tools and dsh's defaults."""
     from dshpy.agent.builtin import ToolSetError, parse_tool_set
@@ -163,6 +181,8 @@ def run_server(options: ServeOptions, *, announce: bool = True) -> int:
         tools=tools,
         permissions=permissions,
         sdk_semantics=options.sdk_semantics,
+        dsh_records=options.sdk_semantics,
+        session_log_upload=options.sdk_semantics and _upload_enabled(),
         memory=options.memory_tools_scope(profile.memory, profile.memory_scope),
         vectors=options.vectors,
     )

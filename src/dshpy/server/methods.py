@@ -36,8 +36,10 @@ from typing import Any
 
 from dshpy.agent import Agent, TurnResult
 from dshpy.agent.builtin import builtin_tools
+from dshpy.agent.jobs import jobs_of
 from dshpy.agent.memory_tools import MemoryScope, memory_tools
 from dshpy.agent.permissions import Permissions, record_permissions
+from dshpy.agent.runtime_context import permission_sections
 from dshpy.agent.system_prompt import system_prompt_for
 from dshpy.agent.tools import Tool
 from dshpy.core.events import SessionEvent
@@ -108,6 +110,10 @@ class ServerSettings:
     """What those tools may change; nobody answers approvals here, so escalations fail closed."""
     sdk_semantics: bool = False
     """dsh's SDK runtime rules for dsh's methods (``dshpy-runtime`` sets it): see :class:`SdkGate`."""
+    dsh_records: bool = False
+    """Write dsh's runtime-context snapshot and fallback ``session/title`` as its runtime does (``dshpy-runtime``)."""
+    session_log_upload: bool = False
+    """Send the session log with each Messages API request and log DeepSeek's acceptance, as dsh does."""
     memory: MemoryScope | None = None
     """What the agents' ``session_search``/``session_read`` tools see (``cwd`` or ``all``); ``None``: no tools."""
     vectors: str | None = None
@@ -379,12 +385,20 @@ class Runtime:
                     *(builtin_tools(settings.tools, permissions=settings.permissions) if settings.tools else ()),
                     *self._agent_tools(),
                 ],
+                runtime_context=(lambda: self._runtime_context(live)) if settings.dsh_records else None,
+                fallback_title=settings.dsh_records,
+                upload_session_log=settings.session_log_upload,
             )
             if settings.tools:  # dsh's permission/preset, sandbox/mode, approval/policy (when they change)
                 record_permissions(live.session, settings.permissions)
             if self.plugins is not None:
                 self.plugins.attach(live.agent)
         return live.agent
+
+    def _runtime_context(self, live: Live) -> list[dict[str, str]]:
+        """dsh's runtime-context sections for the session: its directory and the permissions it runs under."""
+        permissions = self.settings.permissions
+        return permission_sections(live.cwd, permissions.sandbox, permissions.policy)
 
     def _agent_tools(self) -> list[Tool]:
         """The tools every agent of this server gets: the memory tools when the settings ask for them."""
@@ -496,6 +510,9 @@ class Runtime:
             _done, pending = await asyncio.wait(workers, timeout=5)
             for task in pending:
                 task.cancel()
+        for live in lives:  # background jobs end with their runtime (their job/settled says teardown)
+            with contextlib.suppress(Exception):
+                await jobs_of(live.session).close()
         for live in lives:
             self._release(live)
         if self._client is not None:

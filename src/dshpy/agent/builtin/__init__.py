@@ -8,9 +8,13 @@ write      create or replace a file (where the sandbox allows)
 edit       replace exact text in a file; refuses a missing or ambiguous match
 glob       files whose path matches a pattern, newest first
 grep       lines matching a regular expression (ripgrep when installed)
-bash       a shell command: sandboxed, timed, output capped to head and tail
+bash       a shell command: sandboxed, timed, output capped to head and tail; or a background job
+job_output a background job's new output and status (``job_list``, ``job_kill`` beside it)
 todo_write the task list, logged as ``todo/write``
 ========== ==========================================================================
+
+``bash`` brings the three job tools (``job_output``, ``job_list``, ``job_kill``) with
+it: a command it started in the background could not be collected otherwise.
 
 :func:`builtin_tools` builds a set of them over one :class:`Workspace` (the
 permissions they run under and the approver that answers escalations). Tool sets by
@@ -28,6 +32,7 @@ from dshpy.errors import ConfigError
 from ..permissions import Approver, Permissions
 from ..tools import Tool
 from .files import file_tools
+from .job_tools import job_tools
 from .schemas import SCHEMAS
 from .search import search_tools
 from .shell import DEFAULT_MAX_OUTPUT, MAX_TIMEOUT_MS, shell_tool
@@ -36,6 +41,7 @@ from .workspace import Workspace, current_cwd
 
 __all__ = [
     "BUILTIN_TOOL_NAMES",
+    "JOB_TOOL_NAMES",
     "TOOL_SETS",
     "ToolSetError",
     "Workspace",
@@ -44,7 +50,19 @@ __all__ = [
     "parse_tool_set",
 ]
 
-BUILTIN_TOOL_NAMES: tuple[str, ...] = ("read", "write", "edit", "glob", "grep", "bash", "todo_write")
+BUILTIN_TOOL_NAMES: tuple[str, ...] = (
+    "read",
+    "write",
+    "edit",
+    "glob",
+    "grep",
+    "bash",
+    "job_output",
+    "job_list",
+    "job_kill",
+    "todo_write",
+)
+JOB_TOOL_NAMES: tuple[str, ...] = ("job_output", "job_list", "job_kill")
 TOOL_SETS: dict[str, tuple[str, ...]] = {
     "all": BUILTIN_TOOL_NAMES,
     "read": ("read", "glob", "grep", "todo_write"),
@@ -101,6 +119,9 @@ def builtin_tools(
         made.update((tool.name, tool) for tool in search_tools(workspace, ripgrep=ripgrep))
     if "bash" in wanted:
         made["bash"] = shell_tool(workspace, bwrap=bwrap, max_output=max_output, max_timeout_ms=max_timeout_ms)
+        wanted = (*wanted, *(name for name in JOB_TOOL_NAMES if name not in wanted))
+    if set(JOB_TOOL_NAMES) & set(wanted):
+        made.update((tool.name, tool) for tool in job_tools())
     if "todo_write" in wanted:
         made["todo_write"] = todo_tool()
     assert set(SCHEMAS) == set(BUILTIN_TOOL_NAMES)

@@ -5,8 +5,8 @@ real runtime advertises in its ``request/header`` (checked against
 ``tests/fixtures/dsh``), so a model (or a prompt) written for dsh calls dshpy's tools
 the same way. Descriptions say what dshpy's tools do, which differs from dsh's in a
 few places: output is cut to head and tail (dsh keeps the tail and spills the
-rest to a file), a timed-out command is killed (dsh moves it to a background job),
-and there are no background jobs (no ``run_in_background``).
+rest to a file), and a timed-out command is killed (dsh moves it to a background
+job; ``run_in_background`` starts one in both).
 """
 
 from __future__ import annotations
@@ -16,7 +16,20 @@ from typing import Any
 
 from ..tools import Tool
 
-__all__ = ["BASH", "EDIT", "GLOB", "GREP", "READ", "SCHEMAS", "TODO_WRITE", "WRITE", "dsh_tool"]
+__all__ = [
+    "BASH",
+    "EDIT",
+    "GLOB",
+    "GREP",
+    "JOB_KILL",
+    "JOB_LIST",
+    "JOB_OUTPUT",
+    "READ",
+    "SCHEMAS",
+    "TODO_WRITE",
+    "WRITE",
+    "dsh_tool",
+]
 
 _ESCALATION: dict[str, dict[str, Any]] = {
     "sandbox_permissions": {
@@ -69,6 +82,11 @@ BASH: dict[str, Any] = {
                 "type": "string",
                 "description": "Working directory for this command. Defaults to the session workspace; a relative "
                 "path is resolved against it.",
+            },
+            "run_in_background": {
+                "type": "boolean",
+                "description": "Run in the background and return a job id immediately (collect with job_output, "
+                "stop with job_kill). No timeout applies.",
             },
             **_escalation("command"),
         },
@@ -181,6 +199,52 @@ GREP: dict[str, Any] = {
     },
 }
 
+_JOB_ID = {"type": "string", "description": "Job id returned by the tool that started the background work."}
+
+JOB_OUTPUT: dict[str, Any] = {
+    "name": "job_output",
+    "description": "Read a background job: output since the previous read for stream jobs, or the result of a "
+    "finished final-output job.",
+    "parameters": {
+        "type": "object",
+        "properties": {
+            "job_id": _JOB_ID,
+            "wait": {
+                "type": "boolean",
+                "description": "Block until the job finishes or the timeout expires; a timed-out wait leaves the job "
+                "running. Defaults to false.",
+            },
+            "timeout_ms": {
+                "type": "number",
+                "description": "Max wait in milliseconds with wait: true. Defaults to and is capped by configuration.",
+            },
+        },
+        "required": ["job_id"],
+    },
+}
+
+JOB_LIST: dict[str, Any] = {
+    "name": "job_list",
+    "description": "List your background jobs (running and finished) with their ids, kinds, and statuses.",
+    "parameters": {"type": "object", "properties": {}},
+}
+
+JOB_KILL: dict[str, Any] = {
+    "name": "job_kill",
+    "description": "Request cancellation of a running background job.",
+    "parameters": {
+        "type": "object",
+        "properties": {
+            "job_id": _JOB_ID,
+            "reason": {
+                "type": "string",
+                "description": "Optional short reason, recorded in the log and forwarded to the job.",
+            },
+        },
+        "required": ["job_id"],
+    },
+}
+
 TODO_WRITE: dict[str, Any] = {
     "name": "todo_write",
     "description": "Record and update a task list to plan multi-step work and show progress; skip it for trivial "
@@ -213,7 +277,8 @@ TODO_WRITE: dict[str, Any] = {
 }
 
 SCHEMAS: dict[str, dict[str, Any]] = {
-    schema["name"]: schema for schema in (READ, WRITE, EDIT, GLOB, GREP, BASH, TODO_WRITE)
+    schema["name"]: schema
+    for schema in (READ, WRITE, EDIT, GLOB, GREP, BASH, JOB_OUTPUT, JOB_LIST, JOB_KILL, TODO_WRITE)
 }
 
 

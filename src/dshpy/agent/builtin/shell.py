@@ -14,7 +14,15 @@ retry with ``sandbox_permissions: danger-full-access``, which asks the user.
 configured maximum) bounds a command; at expiry its whole process group is killed
 and the result ends ``[timed out after Nms]``. A command that leaves a background
 child holding its output open is given a moment after it exits, then that
-straggler is killed too (there are no background jobs).
+straggler is killed too.
+
+**Jobs** (:mod:`dshpy.agent.jobs`). As in dsh, every command runs as a job of the
+session: ``job/registered`` when it starts, ``job/settled`` when it ends (``exit
+code: N`` or ``signal: NAME``), both before the call's ``tool/result``.
+``run_in_background: true`` returns ``started background job <id>`` at once, with
+no timeout; the command's output is read with ``job_output``, it is stopped with
+``job_kill``, and when it finishes the model is told in the session
+(:mod:`dshpy.agent.builtin.job_tools`).
 
 **Output.** stdout, then ``[stderr]`` and stderr, then dsh's status markers
 (``[exit code: N]``, ``[killed by signal: NAME]``): a non-zero exit is the
@@ -26,6 +34,7 @@ them — however much the command prints.
 from __future__ import annotations
 
 import asyncio
+import codecs
 import contextlib
 import os
 import shutil
@@ -33,6 +42,9 @@ import signal
 import time
 from typing import Literal
 
+from dshpy.log.session import Session
+
+from ..jobs import Job, JobError, JobRegistry, jobs_of
 from ..tools import Tool, ToolContext, ToolOutput
 from . import schemas
 from .workspace import Grant, Workspace, fs_error
@@ -163,6 +175,7 @@ def shell_tool(
         description: str = "",  # advertised as required (dsh's schema); a call without one still runs
         timeoutMs: float | None = None,
         workdir: str | None = None,
+        run_in_background: bool = False,
         sandbox_permissions: Mode | None = None,
         justification: str | None = None,
     ) -> ToolOutput:
@@ -206,24 +219,141 @@ def shell_tool(
                 return ToolOutput(
                     f"Error: {text}", error={"name": "SandboxUnavailableError", "code": "SANDBOX_UNAVAILABLE"}
                 )
-        return await _run(argv, cwd, timeout_ms, max_output, grant.mode, sandbox)
+        registry = jobs_of(context.session) if context is not None and isinstance(context.session, Session) else None
+        job = _Launch(registry, command, context.call_id if context is not None else None)
+        if run_in_background:
+            if registry is None:
+                return fs_error("bash: run_in_background needs a session to own the job", "JOBS_UNAVAILABLE")
+            return await _background(argv, cwd, job)
+        return await _run(argv, cwd, timeout_ms, max_output, grant.mode, sandbox, job)
 
     return schemas.dsh_tool(bash, schemas.BASH, timeout=max_timeout_ms / 1000 + 30)
 
 
-async def _run(argv: list[str], cwd: str, timeout_ms: int, max_output: int, mode: str, sandbox: str) -> ToolOutput:
+class _Launch:
+    """The job a command runs as (none without a session): registered just before the process starts."""
+
+    def __init__(self, registry: JobRegistry | None, command: str, call_id: str | None) -> None:
+        self.registry = registry
+        self.command = command
+        self.call_id = call_id
+        self.job: Job | None = None
+        self.process: asyncio.subprocess.Process | None = None
+
+    def register(self, *, background: bool = False) -> Job | None:
+        if self.registry is None:
+            return None
+        tool_call = None if self.call_id is None else {"callId": self.call_id, "rootCallId": self.call_id}
+        self.job = self.registry.start(
+            "bash", self.command, cancel=self._cancel, tool_call=tool_call, background=background
+        )
+        return self.job
+
+    def _cancel(self, _reason: str | None) -> None:
+        if self.process is not None:
+            _kill_group(self.process)
+
+    def settle(self, code: int | None, *, failed: str | None = None, cause: str | None = None) -> None:
+        """Settle the job from the shell's exit: ``exit code: N``, ``signal: NAME`` or a failure to start."""
+        registry, job = self.registry, self.job
+        if registry is None or job is None:
+            return
+        if failed is not None:
+            registry.settle(job, "failed", failed)
+        elif code is not None and code < 0:
+            registry.settle(job, "killed", f"signal: {_signal_name(-code)}")
+        else:
+            registry.settle(job, "completed", f"exit code: {code or 0}")
+
+    def forget(self) -> None:
+        """A foreground call's job leaves with its result."""
+        if self.registry is not None and self.job is not None and self.job.terminal:
+            self.registry.remove(self.job.id)
+
+
+async def _spawn(argv: list[str], cwd: str) -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(
+        *argv,
+        cwd=cwd,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        start_new_session=True,
+    )
+
+
+_BACKGROUND: set[asyncio.Task[None]] = set()
+"""Running background pumps (held so they are not collected mid-run)."""
+
+
+async def _background(argv: list[str], cwd: str, launch: _Launch) -> ToolOutput:
+    try:
+        job = launch.register(background=True)
+    except JobError as error:
+        return ToolOutput(f"Error: {error}", error={"name": "JobError", "code": "JOB_LIMIT"})
+    assert job is not None and launch.registry is not None
+    try:
+        process = await _spawn(argv, cwd)
+    except OSError as error:
+        reason = f"bash: cannot start {argv[0]}: {error.strerror or error}"
+        launch.settle(None, failed=reason)
+        return fs_error(reason, "SPAWN_FAILED", "SpawnError")
+    launch.process = process
+    if job.status == "stopping":  # killed (or torn down) before the process existed
+        _kill_group(process)
+    task = asyncio.ensure_future(_pump_job(process, launch))
+    _BACKGROUND.add(task)
+    task.add_done_callback(_BACKGROUND.discard)
+    return ToolOutput(f"started background job {job.id}", meta={"cwd": cwd})
+
+
+async def _feed(stream: asyncio.StreamReader, launch: _Launch, channel: str) -> None:
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+    assert launch.registry is not None and launch.job is not None
+    while chunk := await stream.read(65536):
+        launch.registry.output(launch.job, channel, decoder.decode(chunk))
+    launch.registry.output(launch.job, channel, decoder.decode(b"", final=True))
+
+
+async def _pump_job(process: asyncio.subprocess.Process, launch: _Launch) -> None:
+    """A background command's life: its output into the job's ring, then its settlement."""
+    assert process.stdout is not None and process.stderr is not None
+    readers = asyncio.gather(_feed(process.stdout, launch, "stdout"), _feed(process.stderr, launch, "stderr"))
+    try:
+        await process.wait()
+        try:
+            await asyncio.wait_for(asyncio.shield(readers), _DRAIN_SECONDS)
+        except TimeoutError:  # a grandchild still holds the output open
+            _kill_group(process)
+            await asyncio.wait_for(asyncio.shield(readers), _DRAIN_SECONDS)
+    except BaseException:
+        _kill_group(process)
+        readers.cancel()
+        with contextlib.suppress(BaseException):
+            await readers
+        with contextlib.suppress(BaseException):
+            await process.wait()
+        launch.settle(process.returncode if process.returncode is not None else -signal.SIGKILL)
+        raise
+    launch.settle(process.returncode)
+
+
+async def _run(
+    argv: list[str], cwd: str, timeout_ms: int, max_output: int, mode: str, sandbox: str, launch: _Launch
+) -> ToolOutput:
     started = time.monotonic()
     try:
-        process = await asyncio.create_subprocess_exec(
-            *argv,
-            cwd=cwd,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            start_new_session=True,
-        )
+        job = launch.register()
+    except JobError as error:
+        return ToolOutput(f"Error: {error}", error={"name": "JobError", "code": "JOB_LIMIT"})
+    try:
+        process = await _spawn(argv, cwd)
     except OSError as error:
-        return fs_error(f"bash: cannot start {argv[0]}: {error.strerror or error}", "SPAWN_FAILED", "SpawnError")
+        reason = f"bash: cannot start {argv[0]}: {error.strerror or error}"
+        launch.settle(None, failed=reason)
+        launch.forget()
+        return fs_error(reason, "SPAWN_FAILED", "SpawnError")
+    launch.process = process
     assert process.stdout is not None and process.stderr is not None
     out, err = CappedOutput(max_output), CappedOutput(max_output)
     readers = asyncio.gather(_pump(process.stdout, out), _pump(process.stderr, err))
@@ -243,8 +373,16 @@ async def _run(argv: list[str], cwd: str, timeout_ms: int, max_output: int, mode
         readers.cancel()
         with contextlib.suppress(BaseException):
             await readers
+        if job is not None and not job.terminal:  # the call was cancelled: the job was stopped on its account
+            job.kill_reason, job.settle_cause = "tool call aborted", "kill"
+            launch.settle(-signal.SIGKILL)
+            launch.forget()
         raise
     code = process.returncode
+    if timed_out and job is not None:
+        job.kill_reason = f"timed out after {timeout_ms}ms"
+    launch.settle(code)
+    launch.forget()
     markers = []
     if timed_out:
         markers.append(f"[timed out after {timeout_ms}ms]")

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+from pathlib import Path
 
 import pytest
 from builtin_support import Bench, text
@@ -29,6 +31,7 @@ def test_schemas_are_dshs_names_and_parameters():
         "command",
         "timeoutMs",
         "workdir",
+        "run_in_background",
         "sandbox_permissions",
         "justification",
     }
@@ -41,6 +44,28 @@ def test_schemas_are_dshs_names_and_parameters():
     for name, schema in SCHEMAS.items():  # every advertised property is one the tool accepts, and vice versa
         tool = next(t for t in tools if t.name == name)
         assert set(schema["parameters"]["properties"]) == set(tool.arguments_model.model_fields)
+
+
+DSH_TOOL_TURN = (
+    Path(__file__).parents[1]
+    / "fixtures/dsh/sessions/plain/--tmp-dshpy-dsh-fixtures-workspace--/tool-turn/session.v4.jsonl"
+)
+
+
+@pytest.mark.parametrize("name", ["bash", "job_output", "job_list", "job_kill"])
+def test_bash_and_job_tool_parameters_are_the_ones_dshs_runtime_advertised(name):
+    header = next(
+        json.loads(line)
+        for line in DSH_TOOL_TURN.read_text().splitlines()
+        if json.loads(line).get("type") == "request/header"
+    )
+    theirs = next(t["parameters"] for t in header["data"]["header"]["tools"] if t["name"] == name)
+    ours = next(t.schema()["parameters"] for t in builtin_tools(permissions=Permissions()) if t.name == name)
+    assert list(ours["properties"]) == list(theirs["properties"])  # names and their order
+    assert {k: v.get("type") for k, v in ours["properties"].items()} == {
+        k: v.get("type") for k, v in theirs["properties"].items()
+    }
+    assert ours.get("required", []) == theirs.get("required", [])
 
 
 def test_read_numbers_lines_and_says_where_the_file_ends(bench):

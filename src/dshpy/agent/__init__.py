@@ -3,7 +3,10 @@
 * :mod:`~dshpy.agent.loop` — :class:`Agent`: turns, steps, retries, cancellation, checkpoints;
 * :mod:`~dshpy.agent.tools` — ``@tool``, :class:`Tool`, :class:`ToolOutput`, :class:`ToolContext`;
 * :mod:`~dshpy.agent.builtin` — :func:`builtin_tools`: ``read``, ``write``, ``edit``, ``glob``, ``grep``,
-  ``bash``, ``todo_write`` with dsh's names and schemas;
+  ``bash``, ``job_output``, ``job_list``, ``job_kill``, ``todo_write`` with dsh's names and schemas;
+* :mod:`~dshpy.agent.jobs` — :class:`JobRegistry`: dsh's jobs (``job/registered`` … ``job/settled``);
+* :mod:`~dshpy.agent.runtime_context`, :mod:`~dshpy.agent.fallback_title`, :mod:`~dshpy.agent.session_log` —
+  dsh's runtime-context snapshot, fallback ``session/title`` and session-log upload;
 * :mod:`~dshpy.agent.permissions` — :class:`Permissions` (dsh's presets), :func:`record_permissions`,
   audited approvals (:class:`ApprovalRequest`);
 * :mod:`~dshpy.agent.hooks` — ``turn-start``, ``pre-step``, ``tool-call``, ``turn-stopping`` and the observing
@@ -35,6 +38,7 @@ from dshpy.agent.hooks import (
     TurnStart,
     TurnStopping,
 )
+from dshpy.agent.jobs import JobError, JobRegistry, jobs_of
 from dshpy.agent.loop import DEFAULT_MAX_STEPS, Agent, AgentBusyError, AgentSetupError
 from dshpy.agent.permissions import ApprovalRequest, PermissionConfigError, Permissions, record_permissions
 from dshpy.agent.tools import Tool, ToolContext, ToolOutcome, ToolOutput, tool
@@ -50,6 +54,8 @@ __all__ = [
     "ApprovalRequest",
     "ChunkUpdate",
     "EventUpdate",
+    "JobError",
+    "JobRegistry",
     "ModelRequest",
     "PermissionConfigError",
     "Permissions",
@@ -68,6 +74,7 @@ __all__ = [
     "TurnStopping",
     "Update",
     "builtin_tools",
+    "jobs_of",
     "record_permissions",
     "tool",
 ]

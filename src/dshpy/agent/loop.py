@@ -319,6 +319,11 @@ class Agent:
         return queued
 
     @property
+    def inbox_pending(self) -> bool:
+        """Messages are queued for the next step (injected, a job notice), held in this process only."""
+        return self._has_injected()
+
+    @property
     def running(self) -> bool:
         return self._task is not None and not self._task.done()
 

@@ -5,8 +5,8 @@ Holding a session live keeps its writer (and its store lock) and its log in memo
 is opened, the least recently used *idle* one is closed — closing flushes it and
 releases its lock — and a periodic sweep closes those idle longer than
 ``idle_seconds``. A session is never closed while it is busy: a turn running, prompts
-queued, being opened, or a notice injected for its next turn that only its agent
-holds. A closed session reopens transparently on its next request; its last turn's
+queued, being opened, background jobs running, or a notice injected for its next
+turn that only its agent holds. A closed session reopens transparently on its next request; its last turn's
 failure (reported by ``session/wait``) is remembered across the reopen. When every
 live session is busy, opening one more is refused (-32007) instead of exceeding the cap.
 
@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dshpy.agent import Agent, TurnResult
+from dshpy.agent.jobs import jobs_of
 from dshpy.log.session import Session
 
 from .limits import ServerLimits, limit_error
@@ -75,7 +76,14 @@ class Live:
     @property
     def busy(self) -> bool:
         """Closing it now would lose something: a running turn, queued prompts, or a notice only its agent holds."""
-        return self.running or bool(self.queue) or self.notice_pending
+        return self.running or bool(self.queue) or self.notice_pending or self.jobs_pending
+
+    @property
+    def jobs_pending(self) -> bool:
+        """Background jobs still run for it, or a job notice waits in its agent's inbox (both in this process only)."""
+        if any(not job.terminal for job in jobs_of(self.session).list()):
+            return True
+        return self.agent is not None and self.agent.inbox_pending
 
 
 class LiveSessions:

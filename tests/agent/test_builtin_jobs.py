@@ -18,6 +18,7 @@ from builtin_support import Bench, text
 import dshpy
 from dshpy.agent import Agent, ToolContext, ToolOutcome
 from dshpy.agent.builtin import builtin_tools
+from dshpy.agent.builtin.job_tools import deliver_completions
 from dshpy.agent.jobs import JobError, JobRegistry, jobs_of
 from dshpy.agent.permissions import Permissions
 from dshpy.llm import AnthropicClient, ModelConfig
@@ -232,3 +233,25 @@ def test_a_job_that_finishes_uncollected_is_announced_and_the_agent_stops_the_re
         ("sleep 30", "killed", "teardown"),  # closing the agent stopped it; not announced
     ]
     assert json.loads(DSH_SCENARIO_JOBS.read_text())["runs"][1].count("job/settled") == 1  # dsh settles bash too
+
+
+def test_only_the_sessions_newest_agent_is_told_and_not_about_killed_or_foreground_jobs():
+    session = dshpy.open_store("memory:").create()
+    registry = jobs_of(session)
+    old: list[dict[str, Any]] = []
+    new: list[dict[str, Any]] = []
+    deliver_completions(session, old.append)
+    undo = deliver_completions(session, new.append)  # a new agent (the model changed): it alone gets notices
+    tool_call = {"callId": "c1", "rootCallId": "c1"}
+    background = registry.start("bash", "make", cancel=lambda _r: None, tool_call=tool_call, background=True)
+    registry.settle(background, "completed", "exit code: 0")
+    foreground = registry.start("bash", "ls", cancel=lambda _r: None, tool_call=tool_call)
+    registry.settle(foreground, "completed", "exit code: 0")
+    killed = registry.start("bash", "sleep 9", cancel=lambda _r: None, tool_call=tool_call, background=True)
+    killed.announce = False  # what job_kill does
+    registry.settle(killed, "killed", "signal: SIGKILL")
+    assert old == [] and [n["source"]["summary"] for n in new] == ["bash make [status: completed, exit code: 0]"]
+    undo()
+    again = registry.start("bash", "make", cancel=lambda _r: None, tool_call=tool_call, background=True)
+    registry.settle(again, "completed", "exit code: 0")
+    assert len(new) == 1

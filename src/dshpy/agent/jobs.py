@@ -193,6 +193,7 @@ class JobRegistry:
         self.settled_retain_bytes = settled_retain_bytes
         self._jobs: dict[str, Job] = {}
         self._listeners: list[SettledListener] = []
+        self._announcer: SettledListener | None = None
 
     # -- producers ----------------------------------------------------------------
 
@@ -259,7 +260,8 @@ class JobRegistry:
         job.ring.trim(max(self.settled_retain_bytes, job.ring.total - job.model_cursor))
         awaited = job.awaiting > 0
         job.settled.set()
-        for listener in list(self._listeners):
+        listeners = [*self._listeners, *([self._announcer] if self._announcer is not None else [])]
+        for listener in listeners:
             try:
                 listener(job, why, awaited)
             except Exception:
@@ -277,6 +279,16 @@ class JobRegistry:
         """Call ``listener`` after each settlement; returns the unsubscribe function."""
         self._listeners.append(listener)
         return lambda: self._listeners.remove(listener) if listener in self._listeners else None
+
+    def announce_with(self, listener: SettledListener) -> Callable[[], None]:
+        """Make ``listener`` the one that tells the model about settlements (replacing the previous one)."""
+        self._announcer = listener
+
+        def undo() -> None:
+            if self._announcer is listener:
+                self._announcer = None
+
+        return undo
 
     def get(self, job_id: str) -> Job:
         job = self._jobs.get(job_id)

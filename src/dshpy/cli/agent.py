@@ -372,9 +372,12 @@ def _run(
         client = make_client(config)
         try:
             agent = _make_agent(session, client, options, tools, permissions, plugins)
-            if state.json:
-                return await agent.run(prompt)
-            return await agent.run(prompt, on_chunk=printer.on_chunk, on_event=printer.on_event)
+            try:
+                if state.json:
+                    return await agent.run(prompt)
+                return await agent.run(prompt, on_chunk=printer.on_chunk, on_event=printer.on_event)
+            finally:
+                await agent.aclose()  # background jobs end with the command (job/settled, cause teardown)
         finally:
             await client.close()
 
@@ -620,6 +623,7 @@ def _chat(state: AppState, session_id: str | None, options: _Options, config: Mo
                 except DshError as error:
                     raise describe_error(error) from None
         finally:
+            runner.run(repl.agent.aclose())  # background jobs end with the chat (job/settled, cause teardown)
             runner.run(client.close())
             repl.session.close()
     click.echo(f"session: {render.shown_id(repl.session.id)}", err=True)

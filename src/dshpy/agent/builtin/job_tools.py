@@ -136,7 +136,11 @@ def completion_notice(job: Job) -> dict[str, Any]:
 
 
 def deliver_completions(session: Session, inject: Callable[[dict[str, Any]], Any]) -> Callable[[], None]:
-    """Announce each background job of ``session`` that finishes uncollected through ``inject``; returns the undo."""
+    """Announce each background job of ``session`` that finishes uncollected through ``inject``; returns the undo.
+
+    One deliverer per session: the newest (the session's current agent) replaces an
+    older one, so a replaced agent never queues a notice nobody will claim.
+    """
     registry = jobs_of(session)
 
     def settled(job: Job, cause: SettleCause, awaited: bool) -> None:
@@ -144,4 +148,4 @@ def deliver_completions(session: Session, inject: Callable[[dict[str, Any]], Any
         if job.background and job.announce and not awaited and cause != "teardown":
             inject(completion_notice(job))
 
-    return registry.on_settled(settled)
+    return registry.announce_with(settled)

@@ -326,7 +326,9 @@ async def _pump_job(process: asyncio.subprocess.Process, launch: _Launch) -> Non
         except TimeoutError:  # a grandchild still holds the output open
             _kill_group(process)
             await asyncio.wait_for(asyncio.shield(readers), _DRAIN_SECONDS)
-    except BaseException:
+    except BaseException:  # the event loop is shutting down under the job
+        if launch.job is not None and launch.job.settle_cause is None:
+            launch.job.settle_cause = "teardown"
         _kill_group(process)
         readers.cancel()
         with contextlib.suppress(BaseException):

@@ -255,3 +255,15 @@ def test_only_the_sessions_newest_agent_is_told_and_not_about_killed_or_foregrou
     again = registry.start("bash", "make", cancel=lambda _r: None, tool_call=tool_call, background=True)
     registry.settle(again, "completed", "exit code: 0")
     assert len(new) == 1
+
+
+def test_at_the_job_limit_a_foreground_command_still_runs_and_a_background_one_is_refused(tmp_path):
+    bench = unconfined(tmp_path)
+    registry = jobs_of(bench.session)
+    for n in range(registry.max_active):
+        registry.start("bash", f"busy {n}", cancel=lambda _r: None, background=True)
+    assert text(bench.call("bash", description="Say", command="echo still")) == "still\n"
+    assert len(bench.events("job/registered")) == registry.max_active  # it ran without a job, as dsh does
+    refused = bench.call("bash", description="More", command="sleep 1", run_in_background=True)
+    assert refused.is_error and refused.error == {"name": "JobError", "code": "JOB_LIMIT"}
+    assert "background job limit reached for this owner (limit: 10)" in text(refused)

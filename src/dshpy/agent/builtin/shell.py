@@ -36,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import codecs
 import contextlib
+import logging
 import os
 import shutil
 import signal
@@ -50,6 +51,8 @@ from . import schemas
 from .workspace import Grant, Workspace, fs_error
 
 __all__ = ["DEFAULT_MAX_OUTPUT", "DEFAULT_TIMEOUT_MS", "MAX_TIMEOUT_MS", "CappedOutput", "bwrap_argv", "shell_tool"]
+
+log = logging.getLogger("dshpy.agent.builtin.shell")
 
 DEFAULT_TIMEOUT_MS = 60_000
 """dsh's bash default (its ``bash-sandbox`` row)."""
@@ -253,7 +256,7 @@ class _Launch:
         if self.process is not None:
             _kill_group(self.process)
 
-    def settle(self, code: int | None, *, failed: str | None = None, cause: str | None = None) -> None:
+    def settle(self, code: int | None, *, failed: str | None = None) -> None:
         """Settle the job from the shell's exit: ``exit code: N``, ``signal: NAME`` or a failure to start."""
         registry, job = self.registry, self.job
         if registry is None or job is None:
@@ -325,7 +328,9 @@ async def _pump_job(process: asyncio.subprocess.Process, launch: _Launch) -> Non
             await asyncio.wait_for(asyncio.shield(readers), _DRAIN_SECONDS)
         except TimeoutError:  # a grandchild still holds the output open
             _kill_group(process)
-            await asyncio.wait_for(asyncio.shield(readers), _DRAIN_SECONDS)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(readers), _DRAIN_SECONDS)
+            readers.cancel()
     except BaseException:  # the event loop is shutting down under the job
         if launch.job is not None and launch.job.settle_cause is None:
             launch.job.settle_cause = "teardown"
@@ -346,8 +351,9 @@ async def _run(
     started = time.monotonic()
     try:
         job = launch.register()
-    except JobError as error:
-        return ToolOutput(f"Error: {error}", error={"name": "JobError", "code": "JOB_LIMIT"})
+    except JobError as error:  # dsh too runs the command anyway, only not as a job
+        log.warning("bash: job registration refused, running in the foreground without a job: %s", error)
+        job = None
     try:
         process = await _spawn(argv, cwd)
     except OSError as error:

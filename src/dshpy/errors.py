@@ -69,6 +69,7 @@ import their base from here, so this module stays the lowest layer::
     ├── LlmError                  a model call failed; ``.failure`` is dsh's LlmFailure [llm.failures]
     ├── AgentSetupError           the session cannot take this agent's configuration [agent.prologue]
     ├── AgentBusyError            a turn is already running on this agent [agent.loop]
+    ├── JobError                  an unknown job id, too many running jobs, removing a running one [agent.jobs]
     ├── RpcError                  an error answered to a JSON-RPC caller (``code``, ``message``) [server.protocol]
     ├── FrameError                a JSON-RPC frame is not a valid request [server.protocol]
     ├── HarnessError              the server answered a client's request with an error [sdk.transport]

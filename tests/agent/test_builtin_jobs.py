@@ -181,7 +181,7 @@ def test_a_job_that_finishes_uncollected_is_announced_and_the_agent_stops_the_re
         with FakeModelServer(script) as server:
             config = ModelConfig.from_env(base_url=server.base_url, api_key="k", provider="deepseek-official", env={})
             async with AnthropicClient(config) as client:
-                tools = builtin_tools("bash", permissions=Permissions("danger-full-access"))
+                tools = builtin_tools("bash,job_output", permissions=Permissions("danger-full-access"))
                 async with Agent(session, client, tools=tools) as agent:
                     await agent.run("Build it.")
                     registry = jobs_of(session)
@@ -267,3 +267,12 @@ def test_at_the_job_limit_a_foreground_command_still_runs_and_a_background_one_i
     refused = bench.call("bash", description="More", command="sleep 1", run_in_background=True)
     assert refused.is_error and refused.error == {"name": "JobError", "code": "JOB_LIMIT"}
     assert "background job limit reached for this owner (limit: 10)" in text(refused)
+
+
+def test_without_the_job_tools_bash_offers_no_background_and_refuses_one(tmp_path):
+    bench = Bench(tmp_path, Permissions("danger-full-access"), tools="bash")
+    assert "run_in_background" not in bench.tools["bash"].schema()["parameters"]["properties"]
+    refused = bench.call("bash", description="Bg", command="echo x", run_in_background=True)
+    assert refused.is_error and refused.error == {"name": "FsError", "code": "JOBS_UNAVAILABLE"}
+    assert "no job tools to collect it" in text(refused)
+    assert bench.events("job/registered") == []

@@ -19,7 +19,7 @@ def model(monkeypatch):
         yield server
 
 
-BUILTIN = ["read", "write", "edit", "glob", "grep", "bash", "todo_write"]
+BUILTIN = ["read", "write", "edit", "glob", "grep", "bash", "job_output", "job_list", "job_kill", "todo_write"]
 
 
 def _tool_names(request) -> list[str]:

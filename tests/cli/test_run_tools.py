@@ -55,7 +55,11 @@ def test_dshpy_run_process_runs_bash_and_the_model_gets_hi(tmp_path):
     assert completed.returncode == 0, completed.stderr
     assert "The command said hi." in completed.stdout
     tools = [tool["function"]["name"] for tool in requests[0]["tools"]]
-    assert tools == ["read", "write", "edit", "glob", "grep", "bash", "todo_write"]
+    assert tools == [
+        *("read", "write", "edit", "glob", "grep", "bash"),
+        *("job_output", "job_list", "job_kill"),  # the all set has dsh's job tools beside bash
+        "todo_write",
+    ]
     assert requests[1]["messages"][-1] == {"role": "tool", "tool_call_id": "call_1", "content": "hi\n"}
     session = stored(url, session_id_of(completed))
     assert [(e.type, dict(e.data)) for e in session.events[:3]] == [

@@ -13,8 +13,8 @@ job_output a background job's new output and status (``job_list``, ``job_kill`` 
 todo_write the task list, logged as ``todo/write``
 ========== ==========================================================================
 
-``bash`` brings the three job tools (``job_output``, ``job_list``, ``job_kill``) with
-it: a command it started in the background could not be collected otherwise.
+``bash`` offers ``run_in_background`` only when ``job_output`` is in the set too (the
+``all`` set has all three job tools): a background command must be collectable.
 
 :func:`builtin_tools` builds a set of them over one :class:`Workspace` (the
 permissions they run under and the approver that answers escalations). Tool sets by
@@ -118,8 +118,13 @@ def builtin_tools(
     if {"glob", "grep"} & set(wanted):
         made.update((tool.name, tool) for tool in search_tools(workspace, ripgrep=ripgrep))
     if "bash" in wanted:
-        made["bash"] = shell_tool(workspace, bwrap=bwrap, max_output=max_output, max_timeout_ms=max_timeout_ms)
-        wanted = (*wanted, *(name for name in JOB_TOOL_NAMES if name not in wanted))
+        made["bash"] = shell_tool(
+            workspace,
+            bwrap=bwrap,
+            max_output=max_output,
+            max_timeout_ms=max_timeout_ms,
+            background="job_output" in wanted,
+        )
     if set(JOB_TOOL_NAMES) & set(wanted):
         made.update((tool.name, tool) for tool in job_tools())
     if "todo_write" in wanted:

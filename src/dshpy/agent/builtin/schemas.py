@@ -29,6 +29,7 @@ __all__ = [
     "TODO_WRITE",
     "WRITE",
     "dsh_tool",
+    "without",
 ]
 
 _ESCALATION: dict[str, dict[str, Any]] = {
@@ -280,6 +281,13 @@ SCHEMAS: dict[str, dict[str, Any]] = {
     schema["name"]: schema
     for schema in (READ, WRITE, EDIT, GLOB, GREP, BASH, JOB_OUTPUT, JOB_LIST, JOB_KILL, TODO_WRITE)
 }
+
+
+def without(schema: dict[str, Any], *properties: str) -> dict[str, Any]:
+    """``schema`` with ``properties`` no longer advertised (a composition that cannot serve them)."""
+    parameters = schema["parameters"]
+    kept = {name: value for name, value in parameters["properties"].items() if name not in properties}
+    return {**schema, "parameters": {**parameters, "properties": kept}}
 
 
 def dsh_tool(fn: Callable[..., Any], schema: dict[str, Any], *, timeout: float | None = None) -> Tool:

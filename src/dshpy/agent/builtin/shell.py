@@ -19,10 +19,10 @@ straggler is killed too.
 **Jobs** (:mod:`dshpy.agent.jobs`). As in dsh, every command runs as a job of the
 session: ``job/registered`` when it starts, ``job/settled`` when it ends (``exit
 code: N`` or ``signal: NAME``), both before the call's ``tool/result``.
-``run_in_background: true`` returns ``started background job <id>`` at once, with
-no timeout; the command's output is read with ``job_output``, it is stopped with
-``job_kill``, and when it finishes the model is told in the session
-(:mod:`dshpy.agent.builtin.job_tools`).
+``run_in_background: true`` (offered when the job tools are in the tool set)
+returns ``started background job <id>`` at once, with no timeout; the command's
+output is read with ``job_output``, it is stopped with ``job_kill``, and when it
+finishes the model is told in the session (:mod:`dshpy.agent.builtin.job_tools`).
 
 **Output.** stdout, then ``[stderr]`` and stderr, then dsh's status markers
 (``[exit code: N]``, ``[killed by signal: NAME]``): a non-zero exit is the
@@ -168,8 +168,13 @@ def shell_tool(
     max_output: int = DEFAULT_MAX_OUTPUT,
     max_timeout_ms: int = MAX_TIMEOUT_MS,
     shell: str = "bash",
+    background: bool = True,
 ) -> Tool:
-    """``bash`` in ``workspace``; ``bwrap``: True finds bubblewrap on PATH, a path uses it, None never confines."""
+    """``bash`` in ``workspace``; ``bwrap``: True finds bubblewrap on PATH, a path uses it, None never confines.
+
+    ``background``: advertise ``run_in_background`` — only with the job tools beside it
+    (dsh's rule: a job the model cannot collect is not offered).
+    """
     confiner = shutil.which("bwrap") if bwrap is True else (bwrap or None)
 
     async def bash(
@@ -225,12 +230,14 @@ def shell_tool(
         registry = jobs_of(context.session) if context is not None and isinstance(context.session, Session) else None
         job = _Launch(registry, command, context.call_id if context is not None else None)
         if run_in_background:
-            if registry is None:
-                return fs_error("bash: run_in_background needs a session to own the job", "JOBS_UNAVAILABLE")
+            if not background or registry is None:
+                why = "no job tools to collect it" if not background else "no session to own the job"
+                return fs_error(f"bash: run_in_background is not available here ({why})", "JOBS_UNAVAILABLE")
             return await _background(argv, cwd, job)
         return await _run(argv, cwd, timeout_ms, max_output, grant.mode, sandbox, job)
 
-    return schemas.dsh_tool(bash, schemas.BASH, timeout=max_timeout_ms / 1000 + 30)
+    schema = schemas.BASH if background else schemas.without(schemas.BASH, "run_in_background")
+    return schemas.dsh_tool(bash, schema, timeout=max_timeout_ms / 1000 + 30)
 
 
 class _Launch:

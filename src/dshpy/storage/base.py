@@ -433,7 +433,11 @@ class BaseStore(StorageBackend):
                         break
                     yield event
                 from_seq = inherited
-        yield from readable(session_id, self._own_events(session_id, from_seq))
+        known = KNOWN_EVENT_TYPES
+        for event in self._own_events(session_id, from_seq):  # readable(), inlined: one generator less per event
+            if event.type not in known and not event.ignorable:
+                raise unknown_type_error(event.type, event.seq, session_id)
+            yield event
 
     def _load(self, session_id: str) -> tuple[SessionHeader, list[SessionEvent]]:
         self._check_id(session_id)

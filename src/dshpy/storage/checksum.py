@@ -17,8 +17,10 @@ from __future__ import annotations
 import zlib
 from collections.abc import Callable
 
-from dshpy.core.events import SessionEvent
-from dshpy.errors import CorruptSessionError
+import orjson
+
+from dshpy.core.events import SessionEvent, decode_stored
+from dshpy.errors import CorruptSessionError, DshError
 from dshpy.storage.base import parse_stored_event
 
 __all__ = [
@@ -112,7 +114,13 @@ def event_verifier(session_id: str) -> EventVerifier:
             raise CorruptSessionError(f'session "{session_id}" event {seq!r} is damaged (a column of the wrong type)')
         if zlib.crc32(body, zlib.crc32(b"%d\x00" % seq, key_crc)) != crc:
             raise CorruptSessionError(f'session "{session_id}" event {seq} is damaged (checksum mismatch)')
-        return parse_stored_event(session_id, seq, body, cleared)
+        try:  # parse_stored_event's common case, inlined (one call less per replayed row)
+            event = decode_stored(orjson.loads(body), body, cleared)
+        except (orjson.JSONDecodeError, DshError):
+            return parse_stored_event(session_id, seq, body, cleared)  # escaped surrogates, or the worded error
+        if event.seq != seq:
+            return parse_stored_event(session_id, seq, body, cleared)  # which says what the row holds
+        return event
 
     return verified
 

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from dshpy.core.events import SessionEvent, decode_stored
 from dshpy.core.json import loads, unsafe_number_possible
 from dshpy.errors import CorruptSessionError, DshError, FormatVersionError
@@ -129,7 +131,10 @@ class _Rows:
         """Consume one complete line (without its ``\\n``)."""
         self.line += 1
         try:
-            raw = loads(line)
+            try:
+                raw = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                raw = loads(line)  # JSON.stringify's escaped lone surrogates, or the same error
         except ValueError:
             raise self._corrupt(f"unparsable committed event at line {self.line_number}{self.where}") from None
         if self.version < FORMAT_VERSION:

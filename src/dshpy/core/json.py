@@ -159,6 +159,9 @@ class _RipeningDict(FrozenDict):
     on it is an ordinary sealed dict at full speed. A plain child is never reachable
     from outside, and ripening never changes one, so a race only builds a wrapper
     twice. Methods that only read keys (``len``, ``in``, ``keys()``) need no ripening.
+    C code that reads a dict's or list's storage directly (orjson's encoder, pydantic-core
+    validating data, ``str.join``) sees the plain children, equal to what ripening would
+    give; it only reads them and hands none back.
     """
 
     __slots__ = ()

@@ -18,13 +18,17 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
 from dshpy.core.json import (
+    MAX_DEPTH,
     MAX_SAFE_INTEGER,
     JsonValue,
     NotJsonError,
+    _RipeningDict,  # the types seal_cleared builds, for decode_stored's inlined copy of its common case
+    _RipeningList,
     dumps,
     freeze_json,
     is_sealed,
     joined_text,
+    seal_cleared,
     seal_parsed,
 )
 from dshpy.errors import EventError, SurfaceError
@@ -38,6 +42,7 @@ __all__ = [
     "checked_event",
     "decode_event",
     "decode_seq_ranges",
+    "decode_stored",
     "encode_event",
     "encode_seq_ranges",
     "event_from_parts",
@@ -232,6 +237,76 @@ def decode_event(raw: Any, *, parsed: bool = False) -> SessionEvent:
         except ValueError as error:
             raise _envelope_error(str(error), raw) from None
     return assemble_event(kind, seq, time, data, surface_op, sources, ignorable is True)
+
+
+_NESTING_COUNTED = 2 * MAX_DEPTH
+"""Source length from which :func:`~dshpy.core.json.seal_cleared` counts brackets."""
+
+
+def decode_stored(raw: Any, source: bytes, cleared: bool) -> SessionEvent:
+    """:func:`decode_event` of a row a store just parsed from ``source``: the same event, or the same error.
+
+    The replay path, shaped for the envelopes a writer produces: its checks are the
+    envelope rules written out for the common case (and :func:`assemble_event` inlined;
+    a replay builds tens of thousands of events), and anything out of the ordinary goes
+    to :func:`decode_event`, which judges it and words the error. ``cleared`` says
+    :func:`~dshpy.core.json.unsafe_number_possible` found nothing to refuse in
+    ``source`` (or in a chunk holding it), so the data is sealed as it is reached
+    (:func:`~dshpy.core.json.seal_cleared`) instead of all at once.
+    """
+    if type(raw) is not dict:
+        return decode_event(raw, parsed=True)
+    try:
+        kind = raw["type"]
+        seq = raw["seq"]
+        time = raw["time"]
+        data = raw["data"]
+    except KeyError:
+        return decode_event(raw, parsed=True)
+    if len(raw) == 4:
+        op = sources = ignorable = None
+    else:
+        op = raw.get("surfaceOp")
+        sources = raw.get("sourceEventSeqs")
+        ignorable = raw.get("ignorable")
+        if len(raw) != 4 + (op is not None) + (sources is not None) + (ignorable is not None) or (
+            ignorable is not None and ignorable is not True
+        ):
+            return decode_event(raw, parsed=True)  # an unknown key or a null: judged and worded there
+    if (
+        type(kind) is not str
+        or not kind
+        or type(seq) is not int
+        or not 0 <= seq <= MAX_SAFE_INTEGER
+        or type(time) is not int
+        or not -MAX_SAFE_INTEGER <= time <= MAX_SAFE_INTEGER
+    ):
+        return decode_event(raw, parsed=True)
+    data_kind = type(data)
+    if cleared and len(source) < _NESTING_COUNTED and (data_kind is dict or data_kind is list):
+        sealed = _RipeningDict(data) if data_kind is dict else _RipeningList(data)  # seal_cleared's common case
+    else:
+        try:  # the checks in decode_event's order, so that the first problem is the one reported
+            sealed = seal_cleared(data, source) if cleared else seal_parsed(data)
+        except NotJsonError as error:
+            raise _envelope_error(f"data is not lossless JSON ({error})", raw) from None
+    if op is not None:
+        op = "append" if op == "append" and type(op) is str else parse_surface_op(op, kind, seq)
+    if sources is not None:
+        try:
+            sources = decode_seq_ranges(sources, seq)
+        except ValueError as error:
+            raise _envelope_error(str(error), raw) from None
+    event = _new_object(SessionEvent)
+    set_type, set_seq, set_time, set_data, set_op, set_sources, set_ignorable = _slot_setters
+    set_type(event, kind)
+    set_seq(event, seq)
+    set_time(event, time)
+    set_data(event, sealed)
+    set_op(event, op)
+    set_sources(event, sources)
+    set_ignorable(event, ignorable is True)
+    return event
 
 
 def parse_surface_op(raw: Any, event_type: str, seq: int | None) -> SurfaceOp:

@@ -25,8 +25,8 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping
-from typing import Any, NoReturn, SupportsIndex
+from collections.abc import Iterator, Mapping
+from typing import Any, NoReturn, SupportsIndex, cast
 
 import orjson
 
@@ -45,8 +45,10 @@ __all__ = [
     "is_sealed",
     "joined_text",
     "loads",
+    "seal_cleared",
     "seal_parsed",
     "thaw",
+    "unsafe_number_possible",
 ]
 
 JsonValue = Any
@@ -144,12 +146,154 @@ class _SealedList(FrozenList):
     __slots__ = ()
 
 
+class _RipeningDict(FrozenDict):
+    """Checked data whose nested containers may still be the parser's own: sealed the first time one is reached.
+
+    Sealing a replayed event whole costs more than parsing it (the assistant's stream
+    records alone are a score of containers), and most readers never look inside most
+    of it. So a stored row whose numbers are known to be lossless (see
+    :func:`numbers_need_checking`) keeps its parsed containers, and this class stands
+    in front of them: every method that can hand out a value (or hand one to other
+    code) first *ripens* the dict — wraps each plain child in a ripening container of
+    its own — and then turns the instance into a :class:`_SealedDict`, so from then
+    on it is an ordinary sealed dict at full speed. A plain child is never reachable
+    from outside, and ripening never changes one, so a race only builds a wrapper
+    twice. Methods that only read keys (``len``, ``in``, ``keys()``) need no ripening.
+    C code that reads a dict's or list's storage directly (orjson's encoder, pydantic-core
+    validating data, ``str.join``) sees the plain children, equal to what ripening would
+    give; it only reads them and hands none back.
+    """
+
+    __slots__ = ()
+
+    def _ripe(self) -> _SealedDict:
+        for key, item in dict.items(self):
+            kind = type(item)
+            if kind is dict:
+                dict.__setitem__(self, key, _RipeningDict(item))
+            elif kind is list:
+                dict.__setitem__(self, key, _RipeningList(item))
+        self.__class__ = _SealedDict  # type: ignore[assignment]  # same layout: a FrozenDict with no slots
+        return cast(_SealedDict, self)
+
+    def __getitem__(self, key: str) -> Any:
+        return dict.__getitem__(self._ripe(), key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return dict.get(self._ripe(), key, default)
+
+    def items(self) -> Any:
+        return dict.items(self._ripe())
+
+    def values(self) -> Any:
+        return dict.values(self._ripe())
+
+    def __iter__(self) -> Iterator[str]:  # defined so that dict(x), {**x} and x | y go through __getitem__
+        return dict.__iter__(self._ripe())
+
+    def copy(self) -> dict[str, Any]:
+        return dict.copy(self._ripe())
+
+    def __or__(self, other: Any) -> Any:
+        return dict.__or__(self._ripe(), other)
+
+    def __ror__(self, other: Any) -> Any:
+        return dict.__ror__(self._ripe(), other)
+
+    def __eq__(self, other: object) -> bool:  # other's __eq__ may be handed our children
+        return dict.__eq__(self._ripe(), other)
+
+    def __ne__(self, other: object) -> bool:
+        return dict.__ne__(self._ripe(), other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return repr(self._ripe())
+
+
+class _RipeningList(FrozenList):
+    """The list counterpart of :class:`_RipeningDict`: ripens into a :class:`_SealedList` when first reached."""
+
+    __slots__ = ()
+
+    def _ripe(self) -> _SealedList:
+        for index, item in enumerate(list.__iter__(self)):
+            kind = type(item)
+            if kind is dict:
+                list.__setitem__(self, index, _RipeningDict(item))
+            elif kind is list:
+                list.__setitem__(self, index, _RipeningList(item))
+        self.__class__ = _SealedList  # type: ignore[assignment]  # same layout: a FrozenList with no slots
+        return cast(_SealedList, self)
+
+    def __getitem__(self, index: Any) -> Any:
+        return list.__getitem__(self._ripe(), index)
+
+    def __iter__(self) -> Iterator[Any]:
+        return list.__iter__(self._ripe())
+
+    def __reversed__(self) -> Iterator[Any]:
+        return list.__reversed__(self._ripe())
+
+    def copy(self) -> list[Any]:
+        return list.copy(self._ripe())
+
+    def __add__(self, other: Any) -> Any:
+        return list.__add__(self._ripe(), other)
+
+    def __radd__(self, other: Any) -> Any:  # list + this would copy our plain children without it
+        ripe = self._ripe()
+        return list.__add__(other, ripe) if isinstance(other, list) else NotImplemented
+
+    def __mul__(self, count: SupportsIndex) -> Any:
+        return list.__mul__(self._ripe(), count)
+
+    __rmul__ = __mul__
+
+    def __contains__(self, value: object) -> bool:
+        return list.__contains__(self._ripe(), value)
+
+    def index(self, value: Any, start: SupportsIndex = 0, stop: SupportsIndex = 2**62) -> int:
+        return list.index(self._ripe(), value, start, stop)
+
+    def count(self, value: Any) -> int:
+        return list.count(self._ripe(), value)
+
+    def __eq__(self, other: object) -> bool:
+        return list.__eq__(self._ripe(), other)
+
+    def __ne__(self, other: object) -> bool:
+        return list.__ne__(self._ripe(), other)
+
+    def __lt__(self, other: Any) -> bool:
+        return list.__lt__(self._ripe(), other)
+
+    def __le__(self, other: Any) -> bool:
+        return list.__le__(self._ripe(), other)
+
+    def __gt__(self, other: Any) -> bool:
+        return list.__gt__(self._ripe(), other)
+
+    def __ge__(self, other: Any) -> bool:
+        return list.__ge__(self._ripe(), other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return repr(self._ripe())
+
+
+_TRUSTED = (_SealedDict, _SealedList, _RipeningDict, _RipeningList)
+"""Container types whose contents are known to be lossless JSON (a ripening one's plain children included)."""
+
+
 def is_sealed(value: Any) -> bool:
-    """Whether ``value`` is a scalar or a container :func:`freeze_json` already checked."""
+    """Whether ``value`` is a scalar or a container :func:`freeze_json` (or a checked read) already checked."""
     kind = type(value)
     if kind is str:
         return value.isascii() or joined_text(value) is value
-    return kind is _SealedDict or kind is _SealedList or kind is bool or value is None
+    return kind in _TRUSTED or kind is bool or value is None
 
 
 def joined_text(value: str) -> str:
@@ -180,6 +324,8 @@ def freeze_json(value: Any) -> JsonValue:
     kind = type(value)
     if kind is _SealedDict or kind is _SealedList:  # the common case on the append path: no work at all
         return value
+    if kind is _RipeningDict or kind is _RipeningList:  # data taken from a replayed event
+        return value
     return _freeze(value, 0, set())
 
 
@@ -209,7 +355,7 @@ def _freeze(value: Any, depth: int, active: set[int]) -> JsonValue:
         return value if value.isascii() else joined_text(value)
     if value is None or kind is bool:
         return value
-    if kind is _SealedDict or kind is _SealedList:
+    if kind in _TRUSTED:
         return value
     is_mapping = kind is dict or (isinstance(value, Mapping) and not isinstance(value, type))
     is_sequence = not is_mapping and (kind is list or kind is tuple or isinstance(value, list | tuple))
@@ -293,6 +439,55 @@ def _seal_parsed(value: Any, depth: int) -> JsonValue:
             problem = NotJsonError("number JSON readers cannot keep exactly")
             raise problem._inside(f".{slot}" if is_dict else f"[{slot}]")
     return _SealedDict(value) if is_dict else _SealedList(value)
+
+
+_NUMBER_SHAPES = bytes(
+    ord("0") if byte in b"0123456789" else ord("e") if byte in b"eE" else byte if byte in b"-" else ord(" ")
+    for byte in range(256)
+)
+"""Translation that keeps only the shape of numbers: every digit becomes ``0``, ``E`` becomes ``e``."""
+
+_UNSAFE_SHAPES = (b"0" * 16, b"e-000")
+"""An integer past ±(2**53-1) has 16 digits or more; a double that underflows to ``-0.0`` from a
+mantissa of 1 or more needs an exponent of -324 or lower (three digits at least)."""
+
+_NEGATIVE_ZEROS = (b"-0.", b"-0e", b"-0E")
+"""How a float literal with a zero mantissa (``-0.0``, ``-0e5``, ``-0.000001e-330``) starts; ``-0`` alone is int 0."""
+
+
+def unsafe_number_possible(text: bytes) -> bool:
+    """Whether JSON ``text`` may hold a number :func:`seal_parsed` refuses (``-0.0``, an unsafe integer).
+
+    Conservative and about a hundred times cheaper than looking at every parsed value:
+    ``False`` proves there is none, ``True`` (a date's ``-0.5``, a long digit run in a
+    string) only means "look". ``text`` may be many rows joined by a separator that is
+    not a digit, ``-``, ``.`` or ``e``, so one call clears a whole chunk of a log.
+    """
+    shapes = text.translate(_NUMBER_SHAPES)
+    if _UNSAFE_SHAPES[0] in shapes or _UNSAFE_SHAPES[1] in shapes:
+        return True
+    # "-0" first: a search is quick when the needle ends in a rare byte, and "e" or "." are not rare in text
+    return b"-0" in text and any(zero in text for zero in _NEGATIVE_ZEROS)
+
+
+def seal_cleared(value: Any, source: bytes) -> JsonValue:
+    """Seal a value fresh from ``orjson.loads(source)`` when :func:`unsafe_number_possible` cleared ``source``.
+
+    The result equals :func:`seal_parsed`'s and is as immutable, but containers are
+    sealed the first time a reader reaches them (see :class:`_RipeningDict`), so a
+    replay pays only for what is looked at. Nesting is bounded by counting the source's
+    brackets (only a row long enough to nest :data:`MAX_DEPTH` levels is counted, and
+    one that may is sealed the exact way, which names the place). The parsed
+    containers are consumed: do not use ``value`` afterwards.
+    """
+    if len(source) >= 2 * MAX_DEPTH and source.count(b"[") + source.count(b"{") >= MAX_DEPTH:
+        return _seal_parsed(value, 0)
+    kind = type(value)
+    if kind is dict:
+        return _RipeningDict(value)
+    if kind is list:
+        return _RipeningList(value)
+    return _scalar(value) if kind is int or kind is float else value
 
 
 def thaw(value: JsonValue) -> Any:

@@ -13,7 +13,7 @@ from pydantic import TypeAdapter, ValidationError
 from pydantic_core import SchemaValidator
 
 from dshpy.core.event_data import EVENT_DATA_SHAPES
-from dshpy.core.json import _SealedDict
+from dshpy.core.json import _RipeningDict, _SealedDict
 from dshpy.core.messages import TYPE_TAGS
 from dshpy.errors import EventError
 
@@ -141,7 +141,7 @@ def validate_event_data(event_type: str, data: Any, seq: int | None = None) -> N
         fast = _build(event_type)
     if fast is None:
         return
-    if type(data) is _SealedDict:
+    if type(data) is _SealedDict or type(data) is _RipeningDict:  # a replayed event's data may not have ripened
         try:
             # strict per call, as for the exact validator: each TypedDict's config would override a global one
             fast(data, strict=True)

@@ -31,9 +31,9 @@ from typing import Any, Literal, cast
 
 import orjson
 
-from dshpy.core.events import SessionEvent, decode_event, encode_event, is_seq
+from dshpy.core.events import SessionEvent, decode_event, decode_stored, encode_event, is_seq
 from dshpy.core.ids import check_session_id, new_session_id, refuse_unencodable_id
-from dshpy.core.json import dumps, loads, thaw
+from dshpy.core.json import dumps, loads, thaw, unsafe_number_possible
 from dshpy.core.vocabulary import KNOWN_EVENT_TYPES, unknown_type_error
 from dshpy.errors import (
     ConflictError,
@@ -91,6 +91,8 @@ __all__ = [
     "SessionInfo",
     "SessionStore",
     "StoredRecord",
+    "cleared_row",
+    "cleared_rows",
     "column_text",
     "events_digest",
     "parse_stored_header",
@@ -117,16 +119,41 @@ def parse_stored_header(session_id: str, raw: str | bytes) -> SessionHeader:
     return header
 
 
-def parse_stored_event(session_id: str, seq: int, body: str | bytes) -> SessionEvent:
+def parse_stored_event(session_id: str, seq: int, body: str | bytes, cleared: bool = False) -> SessionEvent:
     """The event a database row at ``seq`` holds (its stored storage-form JSON); damage or a row holding
-    another seq is corruption naming the row."""
+    another seq is corruption naming the row.
+
+    ``cleared``: :func:`cleared_rows` found no number to refuse in ``body`` (or its chunk), so the data may be
+    sealed as it is reached (see :func:`~dshpy.core.events.decode_stored`).
+    """
     try:
-        event = decode_event(loads(body), parsed=True)
+        try:
+            raw = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            raw = loads(body)  # JSON.stringify's escaped lone surrogates, or the same error
+        event = decode_stored(raw, body, cleared) if type(body) is bytes else decode_stored(raw, b"", False)
     except (orjson.JSONDecodeError, DshError) as error:
         raise CorruptSessionError(f'session "{session_id}" event {seq} is damaged: {error}') from None
     if event.seq != seq:
         raise CorruptSessionError(f'session "{session_id}" row {seq} holds event seq {event.seq}')
     return event
+
+
+def cleared_rows(bodies: Sequence[object]) -> bool:
+    """Whether no stored body in ``bodies`` can hold a number a read must refuse: one scan for a whole chunk.
+
+    ``False`` says only "check each row" (a damaged row may not even be bytes); see
+    :func:`~dshpy.core.json.unsafe_number_possible`.
+    """
+    try:
+        return not unsafe_number_possible(b"\n".join(cast("Sequence[bytes]", bodies)))
+    except TypeError:
+        return False
+
+
+def cleared_row(body: object) -> bool:
+    """Whether one stored body can hold no number a read must refuse (for rows of a chunk that was not cleared)."""
+    return type(body) is bytes and not unsafe_number_possible(body)
 
 
 def readable(session_id: str, events: Iterable[SessionEvent]) -> Iterator[SessionEvent]:
@@ -406,7 +433,11 @@ class BaseStore(StorageBackend):
                         break
                     yield event
                 from_seq = inherited
-        yield from readable(session_id, self._own_events(session_id, from_seq))
+        known = KNOWN_EVENT_TYPES
+        for event in self._own_events(session_id, from_seq):  # readable(), inlined: one generator less per event
+            if event.type not in known and not event.ignorable:
+                raise unknown_type_error(event.type, event.seq, session_id)
+            yield event
 
     def _load(self, session_id: str) -> tuple[SessionHeader, list[SessionEvent]]:
         self._check_id(session_id)

@@ -20,8 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dshpy.core.events import SessionEvent, decode_event
-from dshpy.core.json import loads
+import orjson
+
+from dshpy.core.events import SessionEvent, decode_stored
+from dshpy.core.json import loads, unsafe_number_possible
 from dshpy.errors import CorruptSessionError, DshError, FormatVersionError
 from dshpy.log.formats import ChildSource, FormatError
 from dshpy.log.formats.physical import decode_header, decode_row, is_packed, packed_run_span, row_count
@@ -91,7 +93,18 @@ class _Rows:
     keeps no events.
     """
 
-    __slots__ = ("_corrupt", "count", "events", "last_time", "light", "line", "records", "version", "where")
+    __slots__ = (
+        "_corrupt",
+        "cleared",
+        "count",
+        "events",
+        "last_time",
+        "light",
+        "line",
+        "records",
+        "version",
+        "where",
+    )
 
     def __init__(
         self, corrupt: Callable[[str], CorruptSessionError], *, light: bool, version: int = FORMAT_VERSION
@@ -106,6 +119,8 @@ class _Rows:
         self.last_time: int | None = None
         self.line = 0
         self.where = ""
+        self.cleared = False
+        """Whether the lines being fed are known to hold no number to refuse (one scan of their whole text)."""
 
     @property
     def line_number(self) -> int:
@@ -116,7 +131,10 @@ class _Rows:
         """Consume one complete line (without its ``\\n``)."""
         self.line += 1
         try:
-            raw = loads(line)
+            try:
+                raw = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                raw = loads(line)  # JSON.stringify's escaped lone surrogates, or the same error
         except ValueError:
             raise self._corrupt(f"unparsable committed event at line {self.line_number}{self.where}") from None
         if self.version < FORMAT_VERSION:
@@ -125,8 +143,8 @@ class _Rows:
         try:
             if self.light:
                 seq, time = self._light(raw)
-            else:
-                event = decode_event(raw, parsed=True)  # the parsed row is ours to seal in place
+            else:  # the parsed row is ours to seal in place (or to wrap, when its numbers are cleared)
+                event = decode_stored(raw, line, self.cleared or not unsafe_number_possible(line))
                 seq, time = event.seq, event.time
             if seq != self.count:
                 raise ValueError(f"seq gap (expected {self.count}, got {seq})")
@@ -341,6 +359,7 @@ class LogReader:
         header, record = self._parse_header_record(data[:newline], session_id, location, check_path=check_path)
         rows = _Rows(lambda detail: _corruption(session_id, location, detail), light=light, version=location.version)
         start = newline + 1
+        rows.cleared = not light and not unsafe_number_possible(data)
         while (end := data.find(b"\n", start)) >= 0:
             rows.feed(data[start:end])
             start = end + 1
@@ -389,6 +408,7 @@ class LogReader:
             lines = plaintext.split(b"\n")
             carry = lines.pop()
             rows.where = f" in complete zstd frame {index} at byte {start}"
+            rows.cleared = not light and not unsafe_number_possible(plaintext)
             for line in lines:
                 rows.feed(line)
         if carry:
@@ -412,6 +432,7 @@ class LogReader:
         lines = recovered.split(b"\n")
         partial = lines.pop()
         rows.where = f" in torn zstd frame {torn} at byte {torn_start}"
+        rows.cleared = not light and not unsafe_number_possible(recovered)
         for line in lines:
             rows.feed(line)
         if partial and not is_json_object_prefix(partial):

@@ -50,8 +50,11 @@ API: ``server.address`` names the real one)."""
 class Telemetry:
     """The active telemetry of the process: instruments, traced sessions, observed agents."""
 
-    def __init__(self, providers: Providers, capture: ContentCapture, agent_name: str = "dshpy") -> None:
+    def __init__(
+        self, providers: Providers, capture: ContentCapture, agent_name: str = "dshpy", *, per_event: bool = False
+    ) -> None:
         self.providers = providers
+        self.per_event = per_event
         self.instruments = Instruments(providers.tracer_provider, providers.meter_provider)
         self.capture = capture
         self.agent_name = agent_name

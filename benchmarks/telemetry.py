@@ -2,16 +2,24 @@
 
 Run: .venv/bin/python benchmarks/telemetry.py [--quick] [--json] [--compare-src DIR]
 
-Three modes, measured in the same run and interleaved round by round (the best round
+Five modes, measured in the same run and interleaved round by round (the best round
 of each is kept, since the machine is shared and absolute numbers drift):
 
 * **off** — telemetry never enabled in the measured code: what everyone pays;
 * **on, no-op exporter** — SDK providers with a batch span processor and a metric
-  reader whose exporters drop everything: the cost of recording (spans, span events,
-  metric points) without the cost of shipping;
-* **on, OTLP** — batch OTLP/HTTP export of spans and metrics (every second) to
-  :class:`~dshpy.testing.otlp_receiver.OtlpReceiver` on loopback: what production pays
-  in this process (encoding and sending happen on the exporters' threads).
+  reader whose exporters drop everything: the cost of recording (spans, metric
+  points) without the cost of shipping, in the default shape (a flush span names the
+  events it wrote);
+* **on, per-event detail** — the same with ``session_events="per-event"``: every event
+  also a ``session.event`` span event (skipped for a tree without the switch, whose
+  only shape this was);
+* **on, sampled out** — the no-op exporters behind ``ParentBased(TraceIdRatioBased(0))``:
+  what a turn the sampler leaves out still pays (its metrics);
+* **on, OTLP** — batch OTLP/HTTP export of spans and metrics (metrics every second,
+  sixty times the SDK's default; spans by the batch processor's defaults: every 5 s or
+  512 spans) to :class:`~dshpy.testing.otlp_receiver.OtlpReceiver` in a child process,
+  as a collector would be: what production pays in this process (encoding and sending
+  happen on the exporters' threads, which share the interpreter with the turn).
 
 Two workloads:
 
@@ -45,6 +53,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import inspect
 import json
 import os
 import subprocess
@@ -63,8 +72,21 @@ from dshpy.llm import ChatClient, ModelConfig
 from dshpy.testing.fake_model import FakeModelServer, Reply
 from support import no_gc, realistic_events
 
-MODES = ("off", "noop", "otlp")
-LABELS = {"off": "off", "noop": "on, no-op exporter", "otlp": "on, OTLP/HTTP to loopback"}
+MODES = ("off", "noop", "per-event", "sampled-out", "otlp")
+LABELS = {
+    "off": "off",
+    "noop": "on, no-op exporter",
+    "per-event": "on, per-event detail",
+    "sampled-out": "on, sampled out",
+    "otlp": "on, OTLP/HTTP to loopback",
+}
+
+
+def has_detail_switch() -> bool:
+    """Whether this tree's ``enable`` takes ``session_events`` (before it, every event was a span event)."""
+    import dshpy.telemetry
+
+    return "session_events" in inspect.signature(dshpy.telemetry.enable).parameters
 
 
 # -- the modes ------------------------------------------------------------------------------
@@ -80,10 +102,11 @@ def telemetry(mode: str, endpoint: str | None) -> Iterator[None]:
     from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult, PeriodicExportingMetricReader
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+    from opentelemetry.sdk.trace.sampling import ParentBased, Sampler, TraceIdRatioBased
 
     import dshpy.telemetry
 
-    if mode == "noop":
+    if mode != "otlp":
 
         class DropSpans(SpanExporter):
             def export(self, spans: Sequence[Any]) -> SpanExportResult:
@@ -107,17 +130,51 @@ def telemetry(mode: str, endpoint: str | None) -> Iterator[None]:
 
         spans = OTLPSpanExporter(endpoint=f"{endpoint}/v1/traces")
         metrics = OTLPMetricExporter(endpoint=f"{endpoint}/v1/metrics")
-    tracer_provider = TracerProvider()
+    sampler: Sampler | None = ParentBased(TraceIdRatioBased(0.0)) if mode == "sampled-out" else None
+    tracer_provider = TracerProvider(sampler=sampler)
     tracer_provider.add_span_processor(BatchSpanProcessor(spans))
     reader = PeriodicExportingMetricReader(metrics, export_interval_millis=1000)
     meter_provider = MeterProvider(metric_readers=[reader])
-    dshpy.telemetry.enable(tracer_provider=tracer_provider, meter_provider=meter_provider)
+    options: dict[str, Any] = {"session_events": "per-event"} if mode == "per-event" else {}
+    dshpy.telemetry.enable(tracer_provider=tracer_provider, meter_provider=meter_provider, **options)
     try:
         yield
     finally:
         dshpy.telemetry.disable()
         tracer_provider.shutdown()
         meter_provider.shutdown()
+
+
+RECEIVER = """
+import json, sys
+from dshpy.testing.otlp_receiver import OtlpReceiver
+with OtlpReceiver() as receiver:
+    print(receiver.endpoint, flush=True)
+    sys.stdin.readline()
+    print(json.dumps({path: len(receiver.bodies(path)) for path in ("/v1/traces", "/v1/metrics")}), flush=True)
+"""
+
+
+@contextmanager
+def receiver_process() -> Iterator[tuple[str, Callable[[], dict[str, int]]]]:
+    """An OTLP receiver in a child process (a collector is not in the exporting process); yields its endpoint and
+    a function returning how many requests it received on each path."""
+    child = subprocess.Popen([sys.executable, "-c", RECEIVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert child.stdin is not None and child.stdout is not None
+    try:
+        endpoint = child.stdout.readline().strip()
+
+        def received() -> dict[str, int]:
+            assert child.stdin is not None and child.stdout is not None
+            child.stdin.write("done\n")
+            child.stdin.flush()
+            counts: dict[str, int] = json.loads(child.stdout.readline())
+            return counts
+
+        yield endpoint, received
+    finally:
+        child.stdin.close()
+        child.wait(timeout=30)
 
 
 # -- the workloads --------------------------------------------------------------------------
@@ -337,12 +394,11 @@ def main() -> int:
     if args.only_off:
         print(json.dumps(measure(("off",), args.rounds, args.events, args.turns, None, args.ttft)))
         return 0
-    from dshpy.testing.otlp_receiver import OtlpReceiver
-
     load_before = os.getloadavg()
-    with OtlpReceiver() as receiver:
-        result = measure(MODES, args.rounds, args.events, args.turns, receiver.endpoint, args.ttft)
-        exported = {path: len(receiver.bodies(path)) for path in ("/v1/traces", "/v1/metrics")}
+    modes = MODES if has_detail_switch() else tuple(mode for mode in MODES if mode != "per-event")
+    with receiver_process() as (endpoint, received):
+        result = measure(modes, args.rounds, args.events, args.turns, endpoint, args.ttft)
+        exported = received()
     result["otlp_requests_received"] = exported
     result["load_average"] = {"before": load_before, "after": os.getloadavg(), "cpus": os.cpu_count()}
     seconds: dict[str, dict[str, float]] = result["seconds"]

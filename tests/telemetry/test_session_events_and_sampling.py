@@ -172,7 +172,7 @@ def test_an_unsampled_turn_starts_no_child_span_but_keeps_its_metrics(
     session.close()
 
 
-def test_flushes_follow_the_sampling_of_the_callers_span(otel: Recorded) -> None:
+def test_flushes_and_compactions_follow_the_sampling_of_the_callers_span(otel: Recorded) -> None:
     """Outside a turn a flush is the current span's child; an unsampled one (``traceparent`` flags 00) drops it."""
     session = dshpy.open_store("memory:").create()
     session.flush()
@@ -183,9 +183,13 @@ def test_flushes_follow_the_sampling_of_the_callers_span(otel: Recorded) -> None
         with trace.use_span(NonRecordingSpan(remote)):
             session.append("plugin:test/note", {"sampled": sampled})
             session.flush()
+            with dshpy.telemetry.compaction_span(session, reason="manual") as span:
+                span.set_attribute("dshpy.compaction.events", 1)
     spans = otel.spans(FLUSH)[first:]
     assert len(spans) == 1
     assert spans[0].parent is not None and spans[0].parent.span_id == 0xF00D + 1
     assert spans[0].attributes["dshpy.store.flush.event_types"] == ("plugin:test/note",)
+    (compaction,) = otel.spans("dshpy.compaction")
+    assert compaction.parent is not None and compaction.parent.span_id == 0xF00D + 1
     assert otel.total("dshpy.store.flush.events") == len(session.events)  # metrics are not sampled
     session.close()

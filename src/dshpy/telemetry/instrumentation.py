@@ -20,7 +20,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
-from opentelemetry.trace import SpanContext, Status, StatusCode
+from opentelemetry import trace
+from opentelemetry.trace import NonRecordingSpan, SpanContext, Status, StatusCode
 
 from dshpy.log.session import Session, SessionWriter
 from dshpy.storage.live_session import observe_writers
@@ -142,6 +143,9 @@ class Telemetry:
     @contextlib.contextmanager
     def compaction_span(self, session: Session, reason: str | None, attributes: Mapping[str, Any]) -> Iterator[Any]:
         observed = self.trace_of(session)
+        if observed.sampled_out():  # its parent was not sampled: nothing to record, nothing to ask the SDK
+            yield NonRecordingSpan(trace.get_current_span(observed.parent_context()).get_span_context())
+            return
         start: dict[str, Any] = {**observed.numbers(), **attributes}
         if session.open_turn is not None:
             start[n.TURN] = session.open_turn

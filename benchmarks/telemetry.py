@@ -56,6 +56,7 @@ import asyncio
 import inspect
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -234,6 +235,24 @@ async def turns(base_url: str, url: str, count: int) -> Timing:
 REPLY = Reply.text("The answer is 42.", pieces=4)
 
 
+def paired(per_round: dict[str, dict[str, list[float]]]) -> dict[str, dict[str, float]]:
+    """Per workload and mode: the median over rounds of (thread CPU time / the same round's off) - 1.
+
+    Each round measures every mode back to back, so a ratio within a round cancels what
+    drifts slowly (the load of a shared machine), and the median drops the rounds a
+    neighbour disturbed: steadier than comparing each mode's best round.
+    """
+    result: dict[str, dict[str, float]] = {}
+    for workload, by_mode in per_round.items():
+        off = by_mode["off"]
+        result[workload] = {
+            mode: statistics.median(value / base - 1 for value, base in zip(values, off, strict=True))
+            for mode, values in by_mode.items()
+            if mode != "off"
+        }
+    return result
+
+
 def measure(
     modes: Sequence[str], rounds: int, events: int, turn_count: int, endpoint: str | None, ttft_ms: float
 ) -> dict[str, Any]:
@@ -245,10 +264,13 @@ def measure(
     slow_turns = max(5, turn_count // 5)
     slow = f"turn, sqlite, {ttft_ms:g} ms TTFT"
 
+    per_round: dict[str, dict[str, list[float]]] = {}
+
     def keep(workload: str, mode: str, timing: Timing) -> None:
         for table, seconds in ((best, timing[0]), (best_cpu, timing[1]), (best_thread, timing[2])):
             found = table.setdefault(workload, {})
             found[mode] = min(found.get(mode, seconds), seconds)
+        per_round.setdefault(workload, {}).setdefault(mode, []).append(timing[2])
 
     delayed = getattr(REPLY, "delayed", None)  # absent from trees older than this benchmark (--compare-src)
     with (
@@ -276,6 +298,7 @@ def measure(
         "seconds": best,
         "cpu_seconds": best_cpu,
         "thread_cpu_seconds": best_thread,
+        "paired_thread_overhead": paired(per_round),
     }
 
 
@@ -407,6 +430,7 @@ def main() -> int:
     seconds: dict[str, dict[str, float]] = result["seconds"]
     cpu_seconds: dict[str, dict[str, float]] = result["cpu_seconds"]
     thread_seconds: dict[str, dict[str, float]] = result["thread_cpu_seconds"]
+    medians: dict[str, dict[str, float]] = result["paired_thread_overhead"]
     if args.compare_src:
         for workload, value in other_tree(args.compare_src, args).items():
             seconds[workload]["other tree, off"] = value
@@ -428,7 +452,8 @@ def main() -> int:
     )
     print(
         "  per event/turn: wall-clock, this process's CPU time (all threads: the fake model's, the exporters'),"
-        " the measuring thread's CPU time (the hot path)"
+        " the measuring thread's CPU time (the hot path), each best of the rounds with its overhead against off;"
+        " paired: the median over rounds of the thread CPU time against the same round's off"
     )
     for workload, by_mode in seconds.items():
         unit, scale = ("µs/event", 1e6) if workload.startswith("event") else ("ms/turn", 1e3)
@@ -442,6 +467,8 @@ def main() -> int:
                 if mode in found:
                     cpu_ratio = found[mode] / found["off"]
                     line += f"   {name} {found[mode] * scale:8.2f} {(cpu_ratio - 1) * 100:+7.1f}%"
+            if mode in medians.get(workload, {}):
+                line += f"   paired {medians[workload][mode] * 100:+7.1f}%"
             print(line)
     print(f"  OTLP requests the loopback receiver got: {exported}")
     print("  off against never consulted (sqlite workloads): passes per turn / per event x cost per pass")

@@ -10,7 +10,7 @@ is recorded per flush by default: the ``dshpy.store.flush`` span that wrote a ba
 names its events' types in seq order (``dshpy.store.flush.event_types``, from
 ``dshpy.store.flush.first_seq``), so the trace says which events each write carried
 at the cost of one attribute rather than one span event each — a span event costs
-about as much as a whole append to a ``memory:`` store. With ``session_events="per-event"``
+half of what a whole append to a ``memory:`` store does. With ``session_events="per-event"``
 (:func:`dshpy.telemetry.enable`), and for a session whose writer telemetry does not
 see (opened before it was enabled), every event is also a timestamped ``session.event``
 span event on the span it happened in (the step, else the turn, else the caller's

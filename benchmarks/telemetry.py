@@ -2,16 +2,24 @@
 
 Run: .venv/bin/python benchmarks/telemetry.py [--quick] [--json] [--compare-src DIR]
 
-Three modes, measured in the same run and interleaved round by round (the best round
+Five modes, measured in the same run and interleaved round by round (the best round
 of each is kept, since the machine is shared and absolute numbers drift):
 
 * **off** — telemetry never enabled in the measured code: what everyone pays;
 * **on, no-op exporter** — SDK providers with a batch span processor and a metric
-  reader whose exporters drop everything: the cost of recording (spans, span events,
-  metric points) without the cost of shipping;
-* **on, OTLP** — batch OTLP/HTTP export of spans and metrics (every second) to
-  :class:`~dshpy.testing.otlp_receiver.OtlpReceiver` on loopback: what production pays
-  in this process (encoding and sending happen on the exporters' threads).
+  reader whose exporters drop everything: the cost of recording (spans, metric
+  points) without the cost of shipping, in the default shape (a flush span names the
+  events it wrote);
+* **on, per-event detail** — the same with ``session_events="per-event"``: every event
+  also a ``session.event`` span event (skipped for a tree without the switch, whose
+  only shape this was);
+* **on, sampled out** — the no-op exporters behind ``ParentBased(TraceIdRatioBased(0))``:
+  what a turn the sampler leaves out still pays (its metrics);
+* **on, OTLP** — batch OTLP/HTTP export of spans and metrics (metrics every second,
+  sixty times the SDK's default; spans by the batch processor's defaults: every 5 s or
+  512 spans) to :class:`~dshpy.testing.otlp_receiver.OtlpReceiver` in a child process,
+  as a collector would be: what production pays in this process (encoding and sending
+  happen on the exporters' threads, which share the interpreter with the turn).
 
 Two workloads:
 
@@ -45,8 +53,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import inspect
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -63,8 +73,21 @@ from dshpy.llm import ChatClient, ModelConfig
 from dshpy.testing.fake_model import FakeModelServer, Reply
 from support import no_gc, realistic_events
 
-MODES = ("off", "noop", "otlp")
-LABELS = {"off": "off", "noop": "on, no-op exporter", "otlp": "on, OTLP/HTTP to loopback"}
+MODES = ("off", "noop", "per-event", "sampled-out", "otlp")
+LABELS = {
+    "off": "off",
+    "noop": "on, no-op exporter",
+    "per-event": "on, per-event detail",
+    "sampled-out": "on, sampled out",
+    "otlp": "on, OTLP/HTTP to loopback",
+}
+
+
+def has_detail_switch() -> bool:
+    """Whether this tree's ``enable`` takes ``session_events`` (before it, every event was a span event)."""
+    import dshpy.telemetry
+
+    return "session_events" in inspect.signature(dshpy.telemetry.enable).parameters
 
 
 # -- the modes ------------------------------------------------------------------------------
@@ -80,10 +103,11 @@ def telemetry(mode: str, endpoint: str | None) -> Iterator[None]:
     from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult, PeriodicExportingMetricReader
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+    from opentelemetry.sdk.trace.sampling import ParentBased, Sampler, TraceIdRatioBased
 
     import dshpy.telemetry
 
-    if mode == "noop":
+    if mode != "otlp":
 
         class DropSpans(SpanExporter):
             def export(self, spans: Sequence[Any]) -> SpanExportResult:
@@ -107,11 +131,13 @@ def telemetry(mode: str, endpoint: str | None) -> Iterator[None]:
 
         spans = OTLPSpanExporter(endpoint=f"{endpoint}/v1/traces")
         metrics = OTLPMetricExporter(endpoint=f"{endpoint}/v1/metrics")
-    tracer_provider = TracerProvider()
+    sampler: Sampler | None = ParentBased(TraceIdRatioBased(0.0)) if mode == "sampled-out" else None
+    tracer_provider = TracerProvider(sampler=sampler)
     tracer_provider.add_span_processor(BatchSpanProcessor(spans))
     reader = PeriodicExportingMetricReader(metrics, export_interval_millis=1000)
     meter_provider = MeterProvider(metric_readers=[reader])
-    dshpy.telemetry.enable(tracer_provider=tracer_provider, meter_provider=meter_provider)
+    options: dict[str, Any] = {"session_events": "per-event"} if mode == "per-event" else {}
+    dshpy.telemetry.enable(tracer_provider=tracer_provider, meter_provider=meter_provider, **options)
     try:
         yield
     finally:
@@ -120,20 +146,53 @@ def telemetry(mode: str, endpoint: str | None) -> Iterator[None]:
         meter_provider.shutdown()
 
 
+RECEIVER = """
+import json, sys
+from dshpy.testing.otlp_receiver import OtlpReceiver
+with OtlpReceiver() as receiver:
+    print(receiver.endpoint, flush=True)
+    sys.stdin.readline()
+    print(json.dumps({path: len(receiver.bodies(path)) for path in ("/v1/traces", "/v1/metrics")}), flush=True)
+"""
+
+
+@contextmanager
+def receiver_process() -> Iterator[tuple[str, Callable[[], dict[str, int]]]]:
+    """An OTLP receiver in a child process (a collector is not in the exporting process); yields its endpoint and
+    a function returning how many requests it received on each path."""
+    child = subprocess.Popen([sys.executable, "-c", RECEIVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert child.stdin is not None and child.stdout is not None
+    try:
+        endpoint = child.stdout.readline().strip()
+
+        def received() -> dict[str, int]:
+            assert child.stdin is not None and child.stdout is not None
+            child.stdin.write("done\n")
+            child.stdin.flush()
+            counts: dict[str, int] = json.loads(child.stdout.readline())
+            return counts
+
+        yield endpoint, received
+    finally:
+        child.stdin.close()
+        child.wait(timeout=30)
+
+
 # -- the workloads --------------------------------------------------------------------------
 
 
-Timing = tuple[float, float]
-"""Seconds of wall-clock time and of this process's CPU time (all its threads: the fake model's, the exporters')."""
+Timing = tuple[float, float, float]
+"""Seconds of wall-clock time, of this process's CPU time (all its threads: the fake model's, the exporters'), and
+of the measuring thread's CPU time (the hot path alone: the appends, the agent's event loop)."""
 
 
 def clocks() -> Timing:
-    return time.perf_counter(), time.process_time()
+    return time.perf_counter(), time.process_time(), time.thread_time()
 
 
 def per(started: Timing, count: int) -> Timing:
-    wall, cpu = clocks()
-    return (wall - started[0]) / count, (cpu - started[1]) / count
+    ended = clocks()
+    return tuple((end - start) / count for end, start in zip(ended, started, strict=True))  # type: ignore[return-value]
 
 
 def appends(url: str, events: list[dshpy.SessionEvent]) -> Timing:
@@ -176,6 +235,24 @@ async def turns(base_url: str, url: str, count: int) -> Timing:
 REPLY = Reply.text("The answer is 42.", pieces=4)
 
 
+def paired(per_round: dict[str, dict[str, list[float]]]) -> dict[str, dict[str, float]]:
+    """Per workload and mode: the median over rounds of (thread CPU time / the same round's off) - 1.
+
+    Each round measures every mode back to back, so a ratio within a round cancels what
+    drifts slowly (the load of a shared machine), and the median drops the rounds a
+    neighbour disturbed: steadier than comparing each mode's best round.
+    """
+    result: dict[str, dict[str, float]] = {}
+    for workload, by_mode in per_round.items():
+        off = by_mode["off"]
+        result[workload] = {
+            mode: statistics.median(value / base - 1 for value, base in zip(values, off, strict=True))
+            for mode, values in by_mode.items()
+            if mode != "off"
+        }
+    return result
+
+
 def measure(
     modes: Sequence[str], rounds: int, events: int, turn_count: int, endpoint: str | None, ttft_ms: float
 ) -> dict[str, Any]:
@@ -183,13 +260,17 @@ def measure(
     sample = realistic_events(events)
     best: dict[str, dict[str, float]] = {}
     best_cpu: dict[str, dict[str, float]] = {}
+    best_thread: dict[str, dict[str, float]] = {}
     slow_turns = max(5, turn_count // 5)
     slow = f"turn, sqlite, {ttft_ms:g} ms TTFT"
 
+    per_round: dict[str, dict[str, list[float]]] = {}
+
     def keep(workload: str, mode: str, timing: Timing) -> None:
-        for table, seconds in ((best, timing[0]), (best_cpu, timing[1])):
+        for table, seconds in ((best, timing[0]), (best_cpu, timing[1]), (best_thread, timing[2])):
             found = table.setdefault(workload, {})
             found[mode] = min(found.get(mode, seconds), seconds)
+        per_round.setdefault(workload, {}).setdefault(mode, []).append(timing[2])
 
     delayed = getattr(REPLY, "delayed", None)  # absent from trees older than this benchmark (--compare-src)
     with (
@@ -216,6 +297,8 @@ def measure(
         "rounds": rounds,
         "seconds": best,
         "cpu_seconds": best_cpu,
+        "thread_cpu_seconds": best_thread,
+        "paired_thread_overhead": paired(per_round),
     }
 
 
@@ -337,16 +420,17 @@ def main() -> int:
     if args.only_off:
         print(json.dumps(measure(("off",), args.rounds, args.events, args.turns, None, args.ttft)))
         return 0
-    from dshpy.testing.otlp_receiver import OtlpReceiver
-
     load_before = os.getloadavg()
-    with OtlpReceiver() as receiver:
-        result = measure(MODES, args.rounds, args.events, args.turns, receiver.endpoint, args.ttft)
-        exported = {path: len(receiver.bodies(path)) for path in ("/v1/traces", "/v1/metrics")}
+    modes = MODES if has_detail_switch() else tuple(mode for mode in MODES if mode != "per-event")
+    with receiver_process() as (endpoint, received):
+        result = measure(modes, args.rounds, args.events, args.turns, endpoint, args.ttft)
+        exported = received()
     result["otlp_requests_received"] = exported
     result["load_average"] = {"before": load_before, "after": os.getloadavg(), "cpus": os.cpu_count()}
     seconds: dict[str, dict[str, float]] = result["seconds"]
     cpu_seconds: dict[str, dict[str, float]] = result["cpu_seconds"]
+    thread_seconds: dict[str, dict[str, float]] = result["thread_cpu_seconds"]
+    medians: dict[str, dict[str, float]] = result["paired_thread_overhead"]
     if args.compare_src:
         for workload, value in other_tree(args.compare_src, args).items():
             seconds[workload]["other tree, off"] = value
@@ -366,7 +450,11 @@ def main() -> int:
         f" best of {result['rounds']} interleaved rounds; load average {load_before[0]:.1f} before,"
         f" {result['load_average']['after'][0]:.1f} after, on {os.cpu_count()} CPUs"
     )
-    print("  wall-clock per event/turn, then this process's CPU time (all threads) per event/turn")
+    print(
+        "  per event/turn: wall-clock, this process's CPU time (all threads: the fake model's, the exporters'),"
+        " the measuring thread's CPU time (the hot path), each best of the rounds with its overhead against off;"
+        " paired: the median over rounds of the thread CPU time against the same round's off"
+    )
     for workload, by_mode in seconds.items():
         unit, scale = ("µs/event", 1e6) if workload.startswith("event") else ("ms/turn", 1e3)
         print(f"  {workload}")
@@ -374,10 +462,13 @@ def main() -> int:
             ratio = value / by_mode["off"]
             label = LABELS.get(mode, mode)
             line = f"    {label:<28} {value * scale:9.2f} {unit} {(ratio - 1) * 100:+7.1f}%"
-            cpu = cpu_seconds.get(workload, {})
-            if mode in cpu:
-                cpu_ratio = cpu[mode] / cpu["off"]
-                line += f"   cpu {cpu[mode] * scale:9.2f} {unit} {(cpu_ratio - 1) * 100:+7.1f}%"
+            for name, table in (("cpu", cpu_seconds), ("thread", thread_seconds)):
+                found = table.get(workload, {})
+                if mode in found:
+                    cpu_ratio = found[mode] / found["off"]
+                    line += f"   {name} {found[mode] * scale:8.2f} {(cpu_ratio - 1) * 100:+7.1f}%"
+            if mode in medians.get(workload, {}):
+                line += f"   paired {medians[workload][mode] * 100:+7.1f}%"
             print(line)
     print(f"  OTLP requests the loopback receiver got: {exported}")
     print("  off against never consulted (sqlite workloads): passes per turn / per event x cost per pass")

@@ -29,6 +29,19 @@ def otel() -> Iterator[Recorded]:
 
 
 @pytest.fixture
+def otel_per_event() -> Iterator[Recorded]:
+    """As ``otel``, with every appended event also a ``session.event`` span event (``session_events="per-event"``)."""
+    recorded = Recorded()
+    dshpy.telemetry.enable(
+        tracer_provider=recorded.tracer_provider, meter_provider=recorded.meter_provider, session_events="per-event"
+    )
+    try:
+        yield recorded
+    finally:
+        dshpy.telemetry.disable()
+
+
+@pytest.fixture
 def otel_content() -> Iterator[Recorded]:
     """As ``otel``, with content capture on and a redactor that masks the word "secret"."""
     recorded = Recorded()

@@ -104,7 +104,8 @@ def test_turn_tokens_match_the_usage_projection(otel: Recorded) -> None:
     assert turn.attributes["dshpy.turn.reason"] == "completed"
 
 
-def test_every_event_of_the_turn_is_a_session_event_on_its_step_or_turn(otel: Recorded) -> None:
+def test_every_event_of_the_turn_is_a_session_event_on_its_step_or_turn(otel_per_event: Recorded) -> None:
+    otel = otel_per_event
     session = dshpy.open_store("memory:").create()
     two_step_turn(session)
     recorded: dict[int, tuple[str, str]] = {}

@@ -2,7 +2,8 @@
 
 The receiver decodes the protobuf (``opentelemetry-proto``): the turn → step → model
 call → tool tree arrives whole, with the token counts the session's ``usage``
-projection holds, and the metrics arrive when the command exits.
+projection holds, the flush spans name every stored event, and the metrics arrive when
+the command exits.
 """
 
 from __future__ import annotations
@@ -59,11 +60,17 @@ def test_dshpy_run_exports_the_turn_tree_over_otlp_http(tmp_path: Path) -> None:
     assert tool_attributes["gen_ai.tool.call.id"] == "call-7"
     assert tool_attributes["error.type"] == "TOOL_NOT_FOUND"  # `dshpy run` has no tools
     assert all(attributes(span)["session.id"] == session_id for span in spans)
-    assert any(event.name == "session.event" for event in steps[0].events)
+    written: dict[int, str] = {}  # the seed's session.event, per flush: first_seq + index → event_types[index]
+    for flush in by_name["dshpy.store.flush"]:
+        flushed = attributes(flush)
+        for index, kind in enumerate(flushed["dshpy.store.flush.event_types"]):
+            written[flushed["dshpy.store.flush.first_seq"] + index] = kind
 
     store = dshpy.open_store(url)
     try:
-        usage = state_of(store.inspect(session_id), USAGE).total
+        stored = store.inspect(session_id)
+        usage = state_of(stored, USAGE).total
+        assert written == {event.seq: event.type for event in stored.events}
     finally:
         store.close()
     turn_attributes = attributes(turn)

@@ -12,8 +12,11 @@ What is emitted (names: :mod:`~dshpy.telemetry.names`; the README has the table)
 * spans — ``invoke_agent dshpy`` per turn (the root), ``dshpy.step`` per step,
   ``chat {model}`` per model call (its retries as span events), ``execute_tool
   {tool}`` per tool call, ``dshpy.store.flush`` per flushed batch,
-  ``dshpy.compaction`` per compaction (:func:`compaction_span`); every event appended
-  is a ``session.event`` span event on the step or turn it belongs to;
+  ``dshpy.compaction`` per compaction (:func:`compaction_span`); the flush span names
+  the events it wrote (``dshpy.store.flush.event_types`` from ``first_seq``: the seed's
+  ``session.event``), and ``enable(session_events="per-event")`` also makes each one a
+  ``session.event`` span event on the step or turn it belongs to; a turn the sampler
+  leaves out records no span below it;
 * metrics — ``gen_ai.client.token.usage``, ``gen_ai.client.operation.duration``,
   ``gen_ai.client.operation.time_to_first_chunk``, ``dshpy.tool.calls``,
   ``dshpy.llm.retries``, ``dshpy.session.events``, ``dshpy.store.flush.duration`` /

@@ -20,7 +20,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
-from opentelemetry.trace import SpanContext, Status, StatusCode
+from opentelemetry import trace
+from opentelemetry.trace import NonRecordingSpan, SpanContext, Status, StatusCode
 
 from dshpy.log.session import Session, SessionWriter
 from dshpy.storage.live_session import observe_writers
@@ -50,8 +51,11 @@ API: ``server.address`` names the real one)."""
 class Telemetry:
     """The active telemetry of the process: instruments, traced sessions, observed agents."""
 
-    def __init__(self, providers: Providers, capture: ContentCapture, agent_name: str = "dshpy") -> None:
+    def __init__(
+        self, providers: Providers, capture: ContentCapture, agent_name: str = "dshpy", *, per_event: bool = False
+    ) -> None:
         self.providers = providers
+        self.per_event = per_event
         self.instruments = Instruments(providers.tracer_provider, providers.meter_provider)
         self.capture = capture
         self.agent_name = agent_name
@@ -139,6 +143,9 @@ class Telemetry:
     @contextlib.contextmanager
     def compaction_span(self, session: Session, reason: str | None, attributes: Mapping[str, Any]) -> Iterator[Any]:
         observed = self.trace_of(session)
+        if observed.sampled_out():  # its parent was not sampled: nothing to record, nothing to ask the SDK
+            yield NonRecordingSpan(trace.get_current_span(observed.parent_context()).get_span_context())
+            return
         start: dict[str, Any] = {**observed.numbers(), **attributes}
         if session.open_turn is not None:
             start[n.TURN] = session.open_turn

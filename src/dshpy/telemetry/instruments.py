@@ -2,16 +2,21 @@
 
 Histograms carry the bucket boundaries the GenAI conventions recommend as an advisory
 (the SDK uses them unless a view says otherwise), so dashboards built for other GenAI
-instrumentations read dshpy's numbers the same way. Appended events are counted in a
-plain dict and reported through an observable counter, so an append pays a dict
-increment, not a measurement.
+instrumentations read dshpy's numbers the same way.
+
+The two counts taken per event rather than per operation — events stored (by type)
+and tool calls answered (by tool and error) — are tallied in a plain dict and
+reported through observable counters, OpenTelemetry's instrument for counts kept by
+the instrumented code: what the exporter receives is the same monotonic sum a
+synchronous counter gives, but a flush pays one dict update per event instead of
+an SDK measurement (attribute cleaning, hashing, exemplar check) per event.
 """
 
 from __future__ import annotations
 
 import importlib.metadata
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from opentelemetry import metrics, trace
@@ -28,6 +33,37 @@ def _version() -> str | None:
         return importlib.metadata.version("dshpy")
     except importlib.metadata.PackageNotFoundError:
         return None
+
+
+class _Tally:
+    """Counts by a tuple of attribute values, read by an observable counter's callback (thread-safe)."""
+
+    __slots__ = ("_counts", "_keys", "_lock")
+
+    def __init__(self, *keys: str) -> None:
+        self._keys = keys
+        self._counts: dict[tuple[Any, ...], int] = {}
+        self._lock = threading.Lock()
+
+    def add(self, key: tuple[Any, ...]) -> None:
+        with self._lock:
+            self._counts[key] = self._counts.get(key, 0) + 1
+
+    def add_each(self, keys: Iterable[tuple[Any, ...]]) -> None:
+        """One more for each key (one lock for the lot: a flushed batch)."""
+        with self._lock:
+            counts = self._counts
+            for key in keys:
+                counts[key] = counts.get(key, 0) + 1
+
+    def observe(self, _options: CallbackOptions) -> Iterable[Observation]:
+        with self._lock:
+            counts = list(self._counts.items())
+        names = self._keys
+        return [
+            Observation(count, {name: value for name, value in zip(names, key, strict=True) if value is not None})
+            for key, count in counts
+        ]
 
 
 class Instruments:
@@ -55,16 +91,19 @@ class Instruments:
             description="Time from sending a model request to receiving the first chunk of its stream.",
             explicit_bucket_boundaries_advisory=n.DURATION_BUCKETS,
         )
-        self._event_counts: dict[str, int] = {}
-        self._event_lock = threading.Lock()
+        self._events = _Tally(n.EVENT_TYPE)
         meter.create_observable_counter(
             n.METRIC_EVENTS,
-            callbacks=[self._observe_events],
+            callbacks=[self._events.observe],
             unit="{event}",
-            description="Events appended to sessions, by event.type.",
+            description="Events appended to sessions (counted as they are stored), by event.type.",
         )
-        self.tool_calls = meter.create_counter(
-            n.METRIC_TOOL_CALLS, unit="{call}", description="Tool calls answered (error.type set on errors)."
+        self._tool_calls = _Tally(n.GEN_AI_TOOL_NAME, n.ERROR_TYPE)
+        meter.create_observable_counter(
+            n.METRIC_TOOL_CALLS,
+            callbacks=[self._tool_calls.observe],
+            unit="{call}",
+            description="Tool calls answered (error.type set on errors).",
         )
         self.tool_duration = meter.create_histogram(
             n.METRIC_TOOL_DURATION,
@@ -91,13 +130,15 @@ class Instruments:
 
     def count_event(self, kind: str) -> None:
         """One more event of type ``kind`` (a dict increment: the exporter's reader collects the totals)."""
-        with self._event_lock:
-            self._event_counts[kind] = self._event_counts.get(kind, 0) + 1
+        self._events.add((kind,))
 
-    def _observe_events(self, _options: CallbackOptions) -> Iterable[Observation]:
-        with self._event_lock:
-            counts = list(self._event_counts.items())
-        return [Observation(count, {n.EVENT_TYPE: kind}) for kind, count in counts]
+    def count_events(self, kinds: Sequence[str]) -> None:
+        """One more event of each type in ``kinds`` (a flushed batch's)."""
+        self._events.add_each((kind,) for kind in kinds)
+
+    def count_tool_call(self, name: str, error: str | None) -> None:
+        """One more tool call answered (``error``: its ``error.type``, ``None`` when it succeeded)."""
+        self._tool_calls.add((name, error))
 
     def record_tokens(self, attributes: dict[str, Any], input_tokens: int, output_tokens: int) -> None:
         """``gen_ai.client.token.usage``: one input and one output measurement for a model call."""

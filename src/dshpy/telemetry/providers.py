@@ -11,8 +11,10 @@ dshpy builds an SDK provider the way OpenTelemetry's own configuration does:
   ``OTEL_EXPORTER_OTLP_PROTOCOL`` ``http/protobuf`` (the default) or ``grpc`` (with
   ``opentelemetry-exporter-otlp-proto-grpc`` installed), and reads its endpoint,
   headers and timeout (``OTEL_EXPORTER_OTLP_ENDPOINT``, …) itself;
-* spans through a batch processor (``OTEL_BSP_*``), metrics through a periodic reader
-  (``OTEL_METRIC_EXPORT_INTERVAL``);
+* spans through a batch processor (``OTEL_BSP_*``: exported on its own thread, every
+  5 s or 512 spans by default; a span's end only queues it), sampled by
+  ``OTEL_TRACES_SAMPLER`` / ``OTEL_TRACES_SAMPLER_ARG`` (the SDK reads them), metrics
+  through a periodic reader (``OTEL_METRIC_EXPORT_INTERVAL``, 60 s by default);
 
 and installs it as the global provider, so other instrumentations in the process (an
 HTTP client's, say) report to the same place. ``console=True`` (``--otel-console``)

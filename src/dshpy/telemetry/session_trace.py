@@ -5,11 +5,23 @@ truth, so the trace is read off it) and is told by the agent's hooks
 (:mod:`~dshpy.telemetry.agent_hooks`) what the log does not show: when a model request
 is sent, when a tool body starts and ends, when the turn is over.
 
-Every event becomes a ``session.event`` span event (``session.id``, ``event.type``,
-``event.seq``) on the span it happened in (the step, else the turn, else the
-caller's active span), not a span of its own: an event is an instant in an operation,
-not an operation; a span per event would add a dozen zero-length spans per step and
-multiply what exporters carry, while the step's timeline already orders them.
+What the seed calls ``session.event`` (``session.id``, ``event.type``, ``event.seq``)
+is recorded per flush by default: the ``dshpy.store.flush`` span that wrote a batch
+names its events' types in seq order (``dshpy.store.flush.event_types``, from
+``dshpy.store.flush.first_seq``), so the trace says which events each write carried
+at the cost of one attribute rather than one span event each — a span event costs
+half of what a whole append to a ``memory:`` store does. With ``session_events="per-event"``
+(:func:`dshpy.telemetry.enable`), and for a session whose writer telemetry does not
+see (opened before it was enabled), every event is also a timestamped ``session.event``
+span event on the span it happened in (the step, else the turn, else the caller's
+active span). Never a span of its own: an event is an instant in an operation, not an
+operation, and a dozen zero-length spans per step would multiply what exporters carry.
+
+Sampling is followed as OpenTelemetry's default sampler (``ParentBased``) follows it:
+a turn whose span was not sampled starts no step, chat, tool, flush or compaction
+span and records no span event — its children are one shared non-recording span
+carrying the turn's (unsampled) context, so work nested under them stays out of the
+trace too. Metrics are not sampled: an unsampled turn still counts its tokens.
 
 While an agent drives the session, its events also open and close spans:
 ``turn/start`` … ``turn-end`` hook is ``invoke_agent`` (the root, parented on whatever
@@ -144,6 +156,8 @@ class TraceHost(Protocol):
     instruments: Instruments
     capture: ContentCapture
     agent_name: str
+    per_event: bool
+    """Whether every appended event is also a ``session.event`` span event (``session_events="per-event"``)."""
 
     def provider_name(self, provider: str) -> str: ...
 
@@ -177,6 +191,10 @@ class SessionTrace:
         self._step_number = 0
         self._context: otel_context.Context | None = None
         """The open step's (else turn's) span as a context, made once per span rather than per child."""
+        self._dropped: Span | None = None
+        """The open turn's stand-in for every child span, when the turn was not sampled (else ``None``)."""
+        self.writer_traced = False
+        """Whether a :class:`~dshpy.telemetry.flushes.TracedWriter` reports this session's flushes and events."""
         self._client_key: tuple[int, str] | None = None
         self._client_attributes: dict[str, Any] = {}
         self._chat: _Call | None = None
@@ -223,6 +241,17 @@ class SessionTrace:
         span = self._step or self._turn
         self._context = trace.set_span_in_context(span) if span is not None else None
 
+    def sampled_out(self) -> bool:
+        """Whether a span started now would be dropped: its parent (step or turn, else the current span) is unsampled.
+
+        Read before building a child's attributes, so an unsampled turn's flushes cost no
+        more than their metrics.
+        """
+        if self._turn is not None:
+            return self._dropped is not None
+        context = trace.get_current_span().get_span_context()
+        return context.is_valid and not context.trace_flags.sampled
+
     def numbers(self) -> dict[str, Any]:
         attributes: dict[str, Any] = {n.SESSION_ID: self.session_id}
         if self._turn is not None:
@@ -242,8 +271,13 @@ class SessionTrace:
 
     def _record(self, event: SessionEvent) -> None:
         kind = event.type
-        self._t.instruments.count_event(kind)  # by type only: a metric is never split by an unbounded id
         handler = _HANDLERS.get(kind)
+        if self.writer_traced and not self._t.per_event:  # the flush span names the event and the metric counts it
+            if handler is not None:
+                handler(self, event)
+            return
+        if not self.writer_traced:  # no flush will report it: count it now
+            self._t.instruments.count_event(kind)  # by type only: a metric is never split by an unbounded id
         if handler is not None and kind in _OPENERS:  # the event belongs to the span it opens
             handler(self, event)
         target = self._step or self._turn or trace.get_current_span()
@@ -275,9 +309,11 @@ class SessionTrace:
             attributes[n.PARENT_SESSION_ID] = self.parent_session
             if self._fork_link is not None:
                 links.append(Link(self._fork_link, {n.PARENT_SESSION_ID: self.parent_session}))
-        self._turn = self._t.instruments.tracer.start_span(
+        self._turn = turn = self._t.instruments.tracer.start_span(
             f"{n.OPERATION_INVOKE_AGENT} {name}", kind=SpanKind.INTERNAL, attributes=attributes, links=links
         )
+        context = turn.get_span_context()
+        self._dropped = None if context.trace_flags.sampled else trace.NonRecordingSpan(context)
         self._opened()
         self._turn_number = number
         self._turn_usage = {}
@@ -315,7 +351,7 @@ class SessionTrace:
             span.set_attribute(n.ERROR_TYPE, self._turn_error)
             span.set_status(Status(StatusCode.ERROR, str(error)))
         span.end()
-        self._turn = None
+        self._turn = self._dropped = None
         self._opened()
         self._t.remember_turn(self.session_id, span.get_span_context())
         metric = self._turn_metric
@@ -328,8 +364,11 @@ class SessionTrace:
             return
         self._end_step()
         number = event.data["step"]
-        attributes = {n.SESSION_ID: self.session_id, n.TURN: self._turn_number, n.STEP: number}
-        self._step = self._t.instruments.tracer.start_span(n.SPAN_STEP, context=self._context, attributes=attributes)
+        step = self._dropped
+        if step is None:
+            attributes = {n.SESSION_ID: self.session_id, n.TURN: self._turn_number, n.STEP: number}
+            step = self._t.instruments.tracer.start_span(n.SPAN_STEP, context=self._context, attributes=attributes)
+        self._step = step
         self._step_number = number
         self._opened()
 
@@ -365,8 +404,12 @@ class SessionTrace:
             return
         if chat is not None:
             self._end_chat()
-        context = self._context
         metric = {n.GEN_AI_OPERATION_NAME: n.OPERATION_CHAT, **self._agent_attributes(agent)}
+        if self._dropped is not None:  # an unsampled turn: metrics only
+            self._chat = _Call(self._dropped, step, metric, _Current(self._dropped))
+            self._chat.attempt = attempt
+            self._chat.response = response
+            return
         attributes: dict[str, Any] = {
             **metric,
             n.GEN_AI_CONVERSATION_ID: self.session_id,
@@ -378,8 +421,9 @@ class SessionTrace:
         captured = self._t.capture.value(n.GEN_AI_INPUT_MESSAGES, self._t.input_messages(messages))
         if captured is not None:
             attributes[n.GEN_AI_INPUT_MESSAGES] = captured
+        name = f"{n.OPERATION_CHAT} {agent.client.model}"
         span = self._t.instruments.tracer.start_span(
-            f"{n.OPERATION_CHAT} {agent.client.model}", context=context, kind=SpanKind.CLIENT, attributes=attributes
+            name, context=self._context, kind=SpanKind.CLIENT, attributes=attributes
         )
         self._chat = _Call(span, step, metric, _Current(span))  # an HTTP client's spans nest under the call
         self._chat.attempt = attempt
@@ -410,10 +454,11 @@ class SessionTrace:
             seconds = max(0.0, first / 1000 - chat.attempt_ns / 1e9)
             chat.span.set_attribute(n.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK, seconds)
             self._t.instruments.time_to_first_chunk.record(seconds, chat.metric)
-        content = data["message"]["content"]
-        captured = self._t.capture.value(n.GEN_AI_OUTPUT_MESSAGES, output_messages(content, reason))
-        if captured is not None:
-            chat.span.set_attribute(n.GEN_AI_OUTPUT_MESSAGES, captured)
+        if self._t.capture.enabled and chat.span.is_recording():  # shaped only when it will be recorded
+            content = data["message"]["content"]
+            captured = self._t.capture.value(n.GEN_AI_OUTPUT_MESSAGES, output_messages(content, reason))
+            if captured is not None:
+                chat.span.set_attribute(n.GEN_AI_OUTPUT_MESSAGES, captured)
         chat.error = "ABORTED" if data.get("interrupted") else None
         self._end_chat()
 
@@ -467,10 +512,13 @@ class SessionTrace:
 
     def tool_start(self, agent: Any, step: int, call_id: str, name: str, arguments: str) -> None:
         """The ``tool-start`` hook, in the task that runs the body: the ``execute_tool`` span becomes current there."""
-        context = self._context
         metric = {n.GEN_AI_OPERATION_NAME: n.OPERATION_EXECUTE_TOOL, **self._agent_attributes(agent)}
         metric.pop(n.SERVER_ADDRESS, None)
         metric.pop(n.SERVER_PORT, None)
+        metric[n.GEN_AI_TOOL_NAME] = name
+        if self._dropped is not None:  # an unsampled turn: metrics only (the stand-in is current in the body)
+            self._tools[call_id] = _Call(self._dropped, step, metric, _Current(self._dropped))
+            return
         attributes: dict[str, Any] = {
             n.GEN_AI_OPERATION_NAME: n.OPERATION_EXECUTE_TOOL,
             n.GEN_AI_TOOL_NAME: name,
@@ -487,19 +535,20 @@ class SessionTrace:
         if captured is not None:
             attributes[n.GEN_AI_TOOL_CALL_ARGUMENTS] = captured
         span = self._t.instruments.tracer.start_span(
-            f"{n.OPERATION_EXECUTE_TOOL} {name}", context=context, kind=SpanKind.INTERNAL, attributes=attributes
+            f"{n.OPERATION_EXECUTE_TOOL} {name}", context=self._context, kind=SpanKind.INTERNAL, attributes=attributes
         )
         current = _Current(span)  # the body's own spans nest under it
-        self._tools[call_id] = _Call(span, step, {**metric, n.GEN_AI_TOOL_NAME: name}, current)
+        self._tools[call_id] = _Call(span, step, metric, current)
 
     def tool_end(self, call_id: str, outcome: Any) -> None:
         """The ``tool-end`` hook, in the same task as ``tool-start``: record the outcome and end the span."""
         call = self._tools.get(call_id)
         if call is None:
             return
-        captured = self._t.capture.value(n.GEN_AI_TOOL_CALL_RESULT, tool_result(outcome.content))
-        if captured is not None:
-            call.span.set_attribute(n.GEN_AI_TOOL_CALL_RESULT, captured)
+        if self._t.capture.enabled and call.span.is_recording():
+            captured = self._t.capture.value(n.GEN_AI_TOOL_CALL_RESULT, tool_result(outcome.content))
+            if captured is not None:
+                call.span.set_attribute(n.GEN_AI_TOOL_CALL_RESULT, captured)
         error = None
         if outcome.is_error:
             error = str((outcome.error or {}).get("code") or (outcome.error or {}).get("name") or "_OTHER")
@@ -532,10 +581,7 @@ class SessionTrace:
             code = "_OTHER"
         if call_id in self._tools:  # its body never reported back (cancelled): the logged result ends it
             self._end_tool(call_id, code)
-        attributes = {n.GEN_AI_TOOL_NAME: name}
-        if code is not None:
-            attributes[n.ERROR_TYPE] = code
-        self._t.instruments.tool_calls.add(1, attributes)
+        self._t.instruments.count_tool_call(name, code)
 
     # -- compactions, flushes -------------------------------------------------------------------------
 

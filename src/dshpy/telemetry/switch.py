@@ -36,6 +36,7 @@ __all__ = [
     "remote_parent",
     "requested",
     "running",
+    "session_events_from_env",
     "within_context",
 ]
 
@@ -52,6 +53,8 @@ class _State:
 _state = _State()
 _OFF: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
 _TRUE = frozenset({"1", "true", "yes", "on"})
+SESSION_EVENTS = ("per-flush", "per-event")
+"""How appended events are recorded: named by the flush span that wrote them (default), or also a span event each."""
 
 
 class TelemetryUnavailable(ConfigError):
@@ -65,6 +68,18 @@ def _flag(name: str) -> bool:
 def capture_from_env() -> bool:
     """``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``, the GenAI instrumentations' content switch."""
     return _flag("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT")
+
+
+def _session_events(value: str, origin: str) -> str:
+    if value not in SESSION_EVENTS:
+        raise ConfigError(f"{origin}: {value!r} is not one of {', '.join(SESSION_EVENTS)}")
+    return value
+
+
+def session_events_from_env() -> str:
+    """``DSHPY_OTEL_SESSION_EVENTS`` (``per-flush``, the default, or ``per-event``)."""
+    value = os.environ.get("DSHPY_OTEL_SESSION_EVENTS", "").strip().lower()
+    return _session_events(value, "DSHPY_OTEL_SESSION_EVENTS") if value else "per-flush"
 
 
 def requested(flag: bool | None = None, configured: bool | None = None) -> bool:
@@ -90,6 +105,7 @@ def enable(
     redact: Redactor | None = None,
     agent_name: str = "dshpy",
     console: bool = False,
+    session_events: str | None = None,
 ) -> Telemetry:
     """Turn telemetry on for sessions opened and agents built from now on; returns the active :class:`Telemetry`.
 
@@ -97,9 +113,15 @@ def enable(
     built from the standard ``OTEL_*`` variables (see :mod:`dshpy.telemetry.providers`;
     ``console=True`` prints to stderr instead). ``capture_content`` (default:
     ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``) records prompts, answers
-    and tool I/O, each through ``redact`` first. Enabling again replaces the active
-    telemetry (the old one is disabled first).
+    and tool I/O, each through ``redact`` first. ``session_events`` (default:
+    ``DSHPY_OTEL_SESSION_EVENTS``, else ``"per-flush"``) says how appended events are
+    recorded: ``"per-flush"`` names them on the ``dshpy.store.flush`` span that wrote
+    them (``dshpy.store.flush.event_types``, from ``first_seq``); ``"per-event"`` also
+    adds a timestamped ``session.event`` span event for each, on its step or turn — more
+    detail, several µs more per event. Enabling again replaces the active telemetry (the
+    old one is disabled first).
     """
+    detail = session_events_from_env() if session_events is None else _session_events(session_events, "session_events")
     try:
         from dshpy.telemetry.content import ContentCapture
         from dshpy.telemetry.instrumentation import Telemetry
@@ -111,7 +133,7 @@ def enable(
     disable()
     providers = resolve_providers(tracer_provider, meter_provider, console=console)
     capture = ContentCapture(capture_from_env() if capture_content is None else capture_content, redact)
-    _state.active = made = Telemetry(providers, capture, agent_name)
+    _state.active = made = Telemetry(providers, capture, agent_name, per_event=detail == "per-event")
     return made
 
 

@@ -173,7 +173,8 @@ class SemanticIndex:
         if rows.size == 0:
             return []
         target = _unit(np.asarray(self.embedder.embed([query])[0], dtype=np.float32))
-        scores = table.matrix[rows] @ target
+        everything = rows.size == len(table.chunks)  # then no copy of the matrix (a tenth of the search's time)
+        scores = (table.matrix if everything else table.matrix[rows]) @ target
         count = min(limit, rows.size)
         best = np.argpartition(-scores, count - 1)[:count]
         chunks = table.chunks

@@ -101,6 +101,32 @@ def test_a_snippet_of_short_text_is_the_whole_text() -> None:
     assert plain.text == "no match here" and plain.highlights == ()
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "def fix_parser(self):\n\t  return  self._cache  \n" * 20,
+        "  leading and trailing whitespace \x0b\x0c\x1c  ",
+        "short",
+        "",
+        "word " * 48,  # exactly SNIPPET_CHARS: nothing cut
+        "words " * 40 + "x",  # one past it
+        "Café au lait, then the parser",  # not ASCII: the words are always cut
+        "PARSER_cache failed\r\nafter retry " * 12,
+    ],
+)
+@pytest.mark.parametrize("query", ["parser", "cache fail", "absent words", "pars", "lait"])
+def test_a_snippet_skips_cutting_words_only_when_nothing_can_match(
+    text: str, query: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The shortcut for texts that share no word with the query gives the snippet the full path gives."""
+    from dshpy.query import snippets
+
+    exprs = [MatchExpr.phrase(query), MatchExpr(((Term(tuple(words(query)), prefix=True),),))]
+    quick = [make_snippet(text, expr) for expr in exprs]
+    monkeypatch.setattr(snippets, "_may_match", lambda text, terms: True)
+    assert quick == [make_snippet(text, expr) for expr in exprs]
+
+
 def test_cursors_continue_only_the_request_that_made_them() -> None:
     request = fingerprint({"query": "x", "filters": {}})
     cursor = encode_cursor("search", request, [20, 3])

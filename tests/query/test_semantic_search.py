@@ -100,6 +100,23 @@ def test_nothing_is_embedded_twice_appends_are_caught_up_and_deletes_forgotten(s
     assert {h.session_id for h in hits} == {second}
 
 
+def test_appends_by_another_store_object_are_caught_up(tmp_path: Path) -> None:
+    """The change check reads the session rows each search: a commit by another connection (another process's
+    writer) is seen, whether it grows a session already embedded or adds one."""
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    with dshpy.open_store(url) as mine, dshpy.open_store(url) as theirs:
+        first = _say(mine, PROMPTS[0])
+        embedder = CountingEmbedder()
+        query = SessionQuery(mine, embedder=embedder)
+        assert {h.session_id for h in query.search("bread", mode="semantic").hits} == {first}
+        with theirs.open(first) as session:
+            session.append("user/message", user_message(PROMPTS[1]), surface_op="append")
+        second = _say(theirs, PROMPTS[2])
+        hits = query.search("missing config section", mode="semantic", limit=10).hits
+        assert {(h.session_id, h.seq) for h in hits} == {(first, 0), (first, 1), (second, 0)}
+        assert sorted(embedder.documents) == sorted(PROMPTS)
+
+
 def test_a_fork_inherits_its_prefix_vectors_without_embedding_them_again(store: dshpy.SessionStore) -> None:
     parent = _say(store, PROMPTS[0], PROMPTS[1])
     with store.fork(parent) as child:

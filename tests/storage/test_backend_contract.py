@@ -106,6 +106,7 @@ def test_generic_paths_answer_projections_listing_and_forks() -> None:
     store.fork_stored("parent", child_id="child")
     assert store.stat("parent").forks == ("child",)
     assert {info.id for info in store.list()} == {"parent", "child"}
+    assert store.lengths() == {"parent": len(parent_log), "child": store.stat("child").event_count}
     stats = store.projections("parent", ["stats"])["values"]["stats"]
     assert stats["turns"] == 2
     listed = {row.info.id: row for row in store.list_projections(["stats"])}
@@ -114,7 +115,14 @@ def test_generic_paths_answer_projections_listing_and_forks() -> None:
     assert [event.to_wire() for event in store.read("child")][: len(parent_log)] == parent_log
 
 
-SQLITE_CAPABILITIES = {"zero_copy_forks", "bulk_listing", "metadata_queries", "projection_cache", "indexed_reads"}
+SQLITE_CAPABILITIES = {
+    "zero_copy_forks",
+    "bulk_listing",
+    "metadata_queries",
+    "projection_cache",
+    "indexed_reads",
+    "session_lengths",
+}
 
 
 @pytest.mark.parametrize(

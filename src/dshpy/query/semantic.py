@@ -1,9 +1,10 @@
 """Semantic search: keep every event's text embedded, rank by cosine, and fuse with bm25 for hybrid.
 
 The vectors are derived data, caught up on demand: before a search, :meth:`SemanticIndex.sync`
-reads each session in scope that changed since (by its listing's event count and
-time of last event) from the last seq it embedded (forks read through their
-inherited prefix, whose texts hash the same and so are not embedded again), embeds
+reads each session in scope that changed since (by its event count, from
+:meth:`~dshpy.storage.contract.SessionStore.lengths`, which reads no header) from the
+last seq it embedded (forks read through their inherited prefix, whose texts hash the
+same and so are not embedded again), embeds
 only texts whose (model, content hash) has no vector yet, and forgets sessions that
 were deleted. :meth:`SemanticIndex.sync_in_background` does the same on a thread, so a
 caller can warm the index before anyone searches.
@@ -67,15 +68,16 @@ class SemanticIndex:
         self._sync_lock = threading.Lock()
         self._version = 0
         self._cached: tuple[int, _Table] | None = None
-        self._seen: dict[str, tuple[int, int]] = {}
-        """(event count, updated at) of each session when this index last read it: a cheap "unchanged"."""
+        self._seen: dict[str, int] = {}
+        """The event count of each session when this index last read it: a log only grows, so an equal count
+        means "unchanged" and costs no read."""
         self.embedded = 0
         """Texts embedded by this index so far (the rest were found already embedded)."""
 
     def sync(self, sessions: Iterable[str] | None = None) -> int:
         """Embed whatever the sessions (default: every session) appended since the last sync; texts embedded."""
         with self._sync_lock:
-            present = {info.id: (info.event_count, info.updated_at) for info in self.store.list()}
+            present = self.store.lengths()  # the session rows alone: a listing parses every header
             marks = self.vectors.synced()
             gone = [s for s in marks if s not in present]
             if gone:
@@ -171,7 +173,8 @@ class SemanticIndex:
         if rows.size == 0:
             return []
         target = _unit(np.asarray(self.embedder.embed([query])[0], dtype=np.float32))
-        scores = table.matrix[rows] @ target
+        everything = rows.size == len(table.chunks)  # no copy of the matrix (3 ms at 20k chunks)
+        scores = (table.matrix if everything else table.matrix[rows]) @ target
         count = min(limit, rows.size)
         best = np.argpartition(-scores, count - 1)[:count]
         chunks = table.chunks

@@ -107,6 +107,16 @@ def _one_line(text: str, spans: list[Span]) -> tuple[str, list[Span]]:
     return line, [(start, end) for start, end in moved if end > start]
 
 
+def _may_match(text: str, terms: tuple[Term, ...]) -> bool:
+    """False only when no term can match ``text``: an ASCII text folds to its lower case, so a term whose first
+    word is not a substring of it matches nowhere. A semantic hit usually shares no word with its query, and
+    this spares cutting a long tool output into words to find that out."""
+    if not text.isascii():
+        return True
+    lowered = text.lower()
+    return any(term.words and term.words[0] in lowered for term in terms)
+
+
 def make_snippet(text: str, expr: MatchExpr, width: int = SNIPPET_CHARS) -> Snippet:
     """The excerpt of ``text`` around its first match of ``expr`` (its start when nothing matches).
 
@@ -114,6 +124,8 @@ def make_snippet(text: str, expr: MatchExpr, width: int = SNIPPET_CHARS) -> Snip
     costs what its excerpt does.
     """
     terms = expr.positive_terms
+    if not _may_match(text, terms):
+        return Snippet(" ".join(text[:width].split()), (), False, width < len(text))  # _one_line's line
     spans: list[tuple[int, int, str]] = []
     folded: list[str] = []
     window: Span | None = None

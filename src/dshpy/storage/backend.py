@@ -47,6 +47,7 @@ __all__ = [
     "OwnWriters",
     "ProjectionCache",
     "SearchIndex",
+    "SessionLengths",
     "StorageBackend",
     "WriterLeases",
     "ZeroCopyForks",
@@ -116,6 +117,18 @@ class BulkListing(Protocol):
     @abstractmethod
     def _list_infos(self) -> list[SessionInfo]:
         """One :class:`SessionInfo` per listable session, any order; unreadable sessions may be left out."""
+
+
+class SessionLengths(Protocol):
+    """Every session's length in one cheap read: what a reader of the whole store compares to see what changed.
+
+    A database keeps each session's next seq in its row, so this reads no header and no
+    event; without it :meth:`~dshpy.storage.base.BaseStore.lengths` derives the lengths from a full listing.
+    """
+
+    @abstractmethod
+    def _lengths(self) -> dict[str, int]:
+        """``{session id: event count}`` (an inherited prefix included) of every stored session."""
 
 
 class MetadataQueries(BulkListing, Protocol):
@@ -242,6 +255,7 @@ CAPABILITIES: dict[str, type] = {
     "indexed_reads": IndexedReads,
     "change_feed": ChangeFeed,
     "search_index": SearchIndex,
+    "session_lengths": SessionLengths,
     "writer_leases": WriterLeases,
     "own_writers": OwnWriters,
 }

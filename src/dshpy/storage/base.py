@@ -61,6 +61,7 @@ from dshpy.storage.backend import (
     OwnWriters,
     ProjectionCache,
     SearchIndex,
+    SessionLengths,
     StorageBackend,
     WriterLeases,
     ZeroCopyForks,
@@ -488,6 +489,14 @@ class BaseStore(StorageBackend):
             infos = [self.stat(session_id) for session_id in self._ids()]
         infos.sort(key=lambda info: (info.updated_at, info.id), reverse=True)
         return infos
+
+    def lengths(self) -> dict[str, int]:
+        """Every session's event count (its next seq) by id: what a reader of the whole store compares to see which
+        sessions grew, without the headers a listing parses (a backend with
+        :class:`~dshpy.storage.backend.SessionLengths` reads them from its session rows alone)."""
+        if "session_lengths" in self._capabilities:
+            return cast(SessionLengths, self)._lengths()
+        return {info.id: info.event_count for info in self.list()}
 
     # -- sessions -------------------------------------------------------------------
 

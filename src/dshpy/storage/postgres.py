@@ -62,6 +62,7 @@ from dshpy.storage.backend import (
     MetadataQueries,
     ProjectionCache,
     SearchIndex,
+    SessionLengths,
     WriterLeases,
     ZeroCopyForks,
 )
@@ -153,6 +154,7 @@ class _Sql:
         self.document_count = f"SELECT count(*) FROM {s}.search_docs"
         self.drop_docs = f"DELETE FROM {s}.search_docs"
         self.next_generation = NEXT_GENERATION.format(schema=s)
+        self.lengths = f"SELECT id, next_seq FROM {s}.sessions"
         self.ids = f'SELECT id FROM {s}.sessions ORDER BY id COLLATE "C"'
         self.children = f'SELECT id FROM {s}.sessions WHERE base_id = %s ORDER BY id COLLATE "C"'
         self.detach = f"UPDATE {s}.sessions SET base_id = NULL, base_count = 0, crc = %s WHERE id = %s"
@@ -217,6 +219,7 @@ class PostgresStore(
     IndexedReads,
     ChangeFeed,
     SearchIndex,
+    SessionLengths,
     WriterLeases,
 ):
     """Sessions in a PostgreSQL schema, through a psycopg connection pool.
@@ -582,6 +585,10 @@ class PostgresStore(
 
     def _list_infos(self) -> list[SessionInfo]:
         return self._infos("", ())
+
+    def _lengths(self) -> dict[str, int]:
+        """The ``next_seq`` each append moves in its own transaction: one pass over the sessions table."""
+        return dict(self._rows("list sessions", self._sql.lengths, ()))
 
     def _session_info(self, session_id: str) -> SessionInfo | None:
         found = self._infos(" WHERE t.id = %s", (session_id,))

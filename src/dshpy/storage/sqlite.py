@@ -62,6 +62,7 @@ from dshpy.storage.backend import (
     MetadataQueries,
     ProjectionCache,
     SearchIndex,
+    SessionLengths,
     WriterLeases,
     ZeroCopyForks,
 )
@@ -255,7 +256,16 @@ def _writable(path: Path) -> bool:
     return os.access(path, os.W_OK) and os.access(path.parent, os.W_OK | os.X_OK)
 
 
-class SqliteStore(BaseStore, ZeroCopyForks, MetadataQueries, ProjectionCache, IndexedReads, SearchIndex, WriterLeases):
+class SqliteStore(
+    BaseStore,
+    ZeroCopyForks,
+    MetadataQueries,
+    ProjectionCache,
+    IndexedReads,
+    SearchIndex,
+    SessionLengths,
+    WriterLeases,
+):
     """Sessions in one SQLite file (WAL, ``synchronous=FULL``, STRICT tables, a CRC-32 on every row, an FTS5 index)."""
 
     text_column_ids = True
@@ -831,6 +841,11 @@ class SqliteStore(BaseStore, ZeroCopyForks, MetadataQueries, ProjectionCache, In
     def _session_info(self, session_id: str) -> SessionInfo | None:
         found = self._infos("WHERE s.id = ?", (session_id,))
         return found[0] if found else None
+
+    def _lengths(self) -> dict[str, int]:
+        """The ``next_seq`` each append moves in its own transaction: one pass over the sessions table."""
+        with self._lock, SqliteErrors(self.path, "listing sessions"):
+            return dict(self._db.execute("SELECT id, next_seq FROM sessions").fetchall())
 
     # -- full-text search ---------------------------------------------------------------------
 

@@ -512,6 +512,24 @@ class StoreContract(SearchContract):
         assert infos["b"].updated_at == b.events[-1].time
         assert infos["a"].updated_at == a.header.created_at
 
+    def test_lengths_are_the_listing_s_event_counts(self, store: SessionStore) -> None:
+        """``lengths`` is what semantic search checks for changes: it must move with every append, fork and delete."""
+        a = store.create(session_id="a")
+        b = store.create(session_id="b")
+        TurnScript(b).turn()
+        b.flush()
+        before = store.lengths()
+        assert before == {info.id: info.event_count for info in store.list()}
+        assert before["a"] == 0 and before["b"] == len(b.events)
+        TurnScript(a).turn()
+        a.flush()
+        store.fork_stored("b", child_id="b2")
+        a.close()
+        store.delete("a")
+        after = self.reopen(store).lengths()
+        assert after == {info.id: info.event_count for info in store.list()}
+        assert "a" not in after and after["b"] == before["b"] and after["b2"] >= before["b"]
+
     # -- export / import ----------------------------------------------------------------
 
     def test_export_import_round_trip(self, store: SessionStore) -> None:

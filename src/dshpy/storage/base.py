@@ -59,6 +59,7 @@ from dshpy.storage.backend import (
     IndexedReads,
     MetadataQueries,
     OwnWriters,
+    PagedListing,
     ProjectionCache,
     SearchIndex,
     StorageBackend,
@@ -70,6 +71,7 @@ from dshpy.storage.contract import SessionStore
 from dshpy.storage.delegation import DEFAULT_MAX_DELEGATION_DEPTH, check_delegation_depth, checked_maximum
 from dshpy.storage.follow import StopSignal, check_follow_args, check_from_seq, poll_follow
 from dshpy.storage.lease import Lease
+from dshpy.storage.listing_page import PageRequest
 from dshpy.storage.live_session import assemble_session
 from dshpy.storage.notices import SessionNotices
 from dshpy.storage.projection_cache import (
@@ -188,6 +190,20 @@ class _StoreWriter:
         lease, self._lease = self._lease, None
         if lease is not None:
             lease.release()
+
+
+def _encodable(request: PageRequest) -> bool:
+    """Whether every text of ``request`` can be a text column's parameter (UTF-8: no lone surrogate)."""
+    texts = [*(request.ids or ()), *(request.exclude_ids or ()), *(request.cwd or ()), *(request.parent or ())]
+    if request.after is not None:
+        texts.append(request.after[1])
+    try:
+        for text in texts:
+            if text is not None:
+                text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 class BaseStore(StorageBackend):
@@ -457,6 +473,17 @@ class BaseStore(StorageBackend):
             infos = [self.stat(session_id) for session_id in self._ids()]
         infos.sort(key=lambda info: (info.updated_at, info.id), reverse=True)
         return infos
+
+    def list_page(self, request: PageRequest) -> builtins.list[SessionInfo]:
+        """One page of the listing (see :class:`~dshpy.storage.listing_page.PageRequest`).
+
+        A backend that cuts pages in storage reads only the page's sessions; any other
+        cuts the page out of :meth:`list` (as does every backend for a request holding
+        text no UTF-8 column can: ids and paths may hold lone surrogates, which match nothing there).
+        """
+        if "paged_listing" in self._capabilities and _encodable(request):
+            return cast(PagedListing, self)._list_page(request)
+        return request.cut(self.list())
 
     # -- sessions -------------------------------------------------------------------
 

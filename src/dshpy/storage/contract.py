@@ -19,6 +19,7 @@ from dshpy.log.session import Session
 from dshpy.projections.registry import ProjectionRegistry
 from dshpy.projections.runner import Snapshot
 from dshpy.storage.follow import StopSignal
+from dshpy.storage.listing_page import PageRequest
 from dshpy.storage.projection_cache import SessionProjections
 from dshpy.storage.records import SessionInfo
 from dshpy.storage.search_records import SearchIndexStatus, TextHits, TextQuery
@@ -119,6 +120,10 @@ class SessionStore(Protocol):
 
     def list(self) -> builtins.list[SessionInfo]:
         """Every session, newest activity first."""
+        ...
+
+    def list_page(self, request: PageRequest) -> builtins.list[SessionInfo]:
+        """One page of the listing, filtered on headers and ordered as ``request`` says."""
         ...
 
     def stat(self, session_id: str) -> SessionInfo:

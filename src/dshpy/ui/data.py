@@ -59,8 +59,7 @@ class UiData:
     def session(self, session_id: str) -> dict[str, Any]:
         """Header, projections (title, lifecycle, usage, stats), lineage and cost of one session."""
         view = self.query.inspect(session_id).to_dict()
-        infos = self.listing.infos(including=session_id)
-        lineage = trace_lineage(list(infos.values()), session_id).to_dict()
+        lineage = trace_lineage(self.listing.lineage_infos(session_id), session_id).to_dict()
         self._boundaries(lineage)
         view["lineage"] = lineage
         usage = view["projections"].get("usage")

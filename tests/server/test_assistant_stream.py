@@ -46,8 +46,7 @@ async def until(condition: Any) -> None:
 def test_watchers_see_the_answer_grow_then_the_event_that_holds_it(model: FakeModelServer) -> None:
     model.add(Reply.deltas("The answer ", "grows ", "piece ", "by piece.").paused(3))
     store = dshpy.MemoryStore()
-    with store.create(session_id="s") as session:
-        pass
+    store.create(session_id="s").close()
 
     async def scenario() -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any], Runtime]:
         runtime = Runtime(store)
@@ -83,8 +82,7 @@ def test_watchers_see_the_answer_grow_then_the_event_that_holds_it(model: FakeMo
 def test_a_failed_attempt_ends_committed_as_an_attempt_and_the_retry_streams_anew(model: FakeModelServer) -> None:
     model.add(Reply.deltas("half an ans", "wer that breaks").cut(2), Reply.deltas("A whole answer."))
     store = dshpy.MemoryStore()
-    with store.create(session_id="s") as session:
-        pass
+    store.create(session_id="s").close()
 
     async def scenario() -> tuple[list[dict[str, Any]], dict[str, Any]]:
         runtime = Runtime(store)

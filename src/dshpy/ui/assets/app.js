@@ -274,6 +274,7 @@
     view.headBox = head;
     const info = api(API + "/" + encodeURIComponent(id)).then((session) => {
       view.head = session;
+      view.durable = Math.max(view.durable || 0, session.eventCount);
       renderHead(head, session);
       performance.mark("dshpy-head");
       startLive(id, session.eventCount);
@@ -314,6 +315,7 @@
 
   // ---- transcript
   async function transcript(box, id, where) {
+    const durable = view.durable || 0; // events known durable before the read: the page holds them all
     const page = await api(API + "/" + encodeURIComponent(id) + "/transcript", where || {});
     view.transcript = page;
     clear(box);
@@ -331,6 +333,56 @@
         el("button", { onclick: () => transcript(box, id, null) }, "Latest")));
     }
     if (!items.length) box.appendChild(el("p", { class: "muted" }, "No messages yet."));
+    // a streamed answer whose event is durable and on this page is shown by the page now: its draft goes
+    if (view.draft && view.draft.settle !== null && durable > view.draft.settle) view.draft = null;
+    renderDraft();
+  }
+
+  // ---- a streaming answer: a draft card at the transcript's end, replaced by the committed message
+  let drawQueued = false;
+  function scheduleDraft() {
+    if (drawQueued) return;
+    drawQueued = true;
+    requestAnimationFrame(() => { drawQueued = false; renderDraft(); });
+  }
+
+  function renderDraft() {
+    const draft = view && view.draft;
+    const list = view && view.tab === "transcript" && view.transcript && !view.transcript.hasLater && view.body
+      ? view.body.querySelector(".transcript") : null;
+    let card = document.getElementById("draft");
+    if (!draft || !list) { if (card) card.remove(); return; }
+    if (!card || card.getAttribute("data-attempt") !== draft.attemptId || card.parentNode !== list) {
+      if (card) card.remove();
+      card = el("div", { class: "msg assistant draft", id: "draft", "data-attempt": draft.attemptId, "aria-live": "polite" },
+        el("div", { class: "who" }, "assistant", el("span", {}, "turn " + draft.turn + " · step " + draft.step),
+          el("span", { class: "streaming" }, "streaming…")),
+        el("details", { class: "reasoning", hidden: true }, el("summary", {}, "Reasoning"), el("div", { class: "draft-reasoning" })),
+        el("div", { class: "draft-text" }));
+      list.appendChild(card);
+    }
+    card.querySelector(".streaming").textContent = draft.settle === null ? "streaming…" : "saving…";
+    card.querySelector("details.reasoning").hidden = !draft.reasoning;
+    card.querySelector(".draft-reasoning").textContent = draft.reasoning;
+    card.querySelector(".draft-text").textContent = draft.text;
+  }
+
+  function onStreamFrame(id, frame) {
+    if (!view || view.id !== id) return;
+    if (frame.type === "start") {
+      view.draft = { attemptId: frame.attemptId, turn: frame.turn, step: frame.step, text: "", reasoning: "", settle: null };
+    } else if (!view.draft || frame.attemptId !== view.draft.attemptId) {
+      return;
+    } else if (frame.type === "chunk") {
+      const chunk = frame.chunk || {};
+      if (chunk.type === "text-delta") view.draft.text += chunk.text || "";
+      else if (chunk.type === "reasoning-delta") view.draft.reasoning += chunk.text || "";
+    } else if (frame.type === "end") {
+      // committed: kept until the transcript shows that event; abandoned: gone now
+      if (frame.outcome && frame.outcome.kind === "committed") view.draft.settle = frame.outcome.seq;
+      else view.draft = null;
+    }
+    scheduleDraft();
   }
 
   function textOf(content) {
@@ -617,9 +669,13 @@
           const frame = buffer.slice(0, cut);
           buffer = buffer.slice(cut + 2);
           const data = frame.split("\n").filter((l) => l.startsWith("data: ")).map((l) => l.slice(6)).join("\n");
-          if (!data || frame.startsWith("event:")) continue;
+          const named = frame.match(/^event: (.*)$/m);
+          if (!data) continue;
+          if (named && named[1] === "stream") { onStreamFrame(id, JSON.parse(data)); continue; }
+          if (named) continue;
           const event = JSON.parse(data);
           next = event.seq + 1;
+          if (view && view.id === id) view.durable = next;
           onLiveEvent(id, event);
           clearTimeout(refresh);
           refresh = setTimeout(() => refreshSession(id), 250);

@@ -114,7 +114,14 @@ def test_generic_paths_answer_projections_listing_and_forks() -> None:
     assert [event.to_wire() for event in store.read("child")][: len(parent_log)] == parent_log
 
 
-SQLITE_CAPABILITIES = {"zero_copy_forks", "bulk_listing", "metadata_queries", "projection_cache", "indexed_reads"}
+SQLITE_CAPABILITIES = {
+    "zero_copy_forks",
+    "bulk_listing",
+    "metadata_queries",
+    "paged_listing",
+    "projection_cache",
+    "indexed_reads",
+}
 
 
 @pytest.mark.parametrize(

@@ -212,11 +212,29 @@ def test_a_streaming_answer_grows_in_the_view_and_gives_way_to_the_committed_mes
             assert not [e for e in stored if e.type == "assistant/message" and e.data["turn"] == 2]
             assert page.locator("#draft b").count() == 0  # streamed text is text too
             shoot(page, tmp_path, "streaming")
+            # a view opened mid-answer gets the answer so far: the timeline's last row, marked as not logged
+            page.evaluate("tab => { location.hash = tab; }", f"#/s/{session.id}/timeline")
+            page.wait_for_function(
+                "() => { const d = document.querySelector('tr#draft .draft-text');"
+                " return d !== null && d.textContent === 'Streaming answer <b>'; }",
+                timeout=20_000,
+            )
+            assert "not logged yet" in page.locator("tr#draft").inner_text()
+            shoot(page, tmp_path, "streaming-timeline")
         finally:
             model.release()
             sender.join(30)
         (status, _headers, body), = answers
         assert status == 200 and json.loads(body)["result"]["content"] == "Streaming answer <b>arrives piece by piece."
+        stored = running.store.read(session.id)
+        (message,) = [e for e in stored if e.type == "assistant/message" and e.data["turn"] == 2]
+        page.wait_for_function(  # the committed event's row replaces the draft row
+            f"() => document.querySelector('#draft') === null"
+            f" && document.querySelector(\"tr[data-seq='{message.seq}'][data-type='assistant/message']\") !== null",
+            timeout=20_000,
+        )
+        page.evaluate("tab => { location.hash = tab; }", f"#/s/{session.id}/transcript")
+        page.wait_for_selector("body[data-ready=transcript]")
         page.wait_for_function(
             "() => document.querySelector('#draft') === null && [...document.querySelectorAll('.msg.assistant')]"
             ".some((m) => m.innerText.includes('Streaming answer <b>arrives piece by piece.'))",

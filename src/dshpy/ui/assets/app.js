@@ -350,21 +350,30 @@
     const draft = view && view.draft;
     const list = view && view.tab === "transcript" && view.transcript && !view.transcript.hasLater && view.body
       ? view.body.querySelector(".transcript") : null;
-    let card = document.getElementById("draft");
-    if (!draft || !list) { if (card) card.remove(); return; }
-    if (!card || card.getAttribute("data-attempt") !== draft.attemptId || card.parentNode !== list) {
-      if (card) card.remove();
-      card = el("div", { class: "msg assistant draft", id: "draft", "data-attempt": draft.attemptId, "aria-live": "polite" },
-        el("div", { class: "who" }, "assistant", el("span", {}, "turn " + draft.turn + " · step " + draft.step),
-          el("span", { class: "streaming" }, "streaming…")),
-        el("details", { class: "reasoning", hidden: true }, el("summary", {}, "Reasoning"), el("div", { class: "draft-reasoning" })),
-        el("div", { class: "draft-text" }));
-      list.appendChild(card);
+    const rows = view && view.tab === "timeline" && view.timeline && view.timeline.atEnd ? view.timeline.body : null;
+    const where = list || rows;
+    let node = document.getElementById("draft");
+    if (!draft || !where) { if (node) node.remove(); return; }
+    if (!node || node.getAttribute("data-attempt") !== draft.attemptId || node.parentNode !== where) {
+      if (node) node.remove();
+      const streaming = el("span", { class: "streaming" }, "streaming…");
+      const text = el("div", { class: "draft-text" });
+      const reasoning = el("details", { class: "reasoning", hidden: true }, el("summary", {}, "Reasoning"), el("div", { class: "draft-reasoning" }));
+      node = list
+        ? el("div", { class: "msg assistant draft", id: "draft", "data-attempt": draft.attemptId, "aria-live": "polite" },
+          el("div", { class: "who" }, "assistant", el("span", {}, "turn " + draft.turn + " · step " + draft.step), streaming),
+          reasoning, text)
+        // the timeline lists what is logged: the draft is a last row marked as not logged (yet)
+        : el("tr", { class: "draft", id: "draft", "data-attempt": draft.attemptId },
+          el("td", { class: "seq" }, "…"), el("td", { class: "time" }, ""), el("td", { class: "where" }, badge("not logged yet")),
+          el("td", { class: "type" }, el("div", { class: "depth-2" },
+            el("div", {}, "answer streaming · turn " + draft.turn + " · step " + draft.step + " ", streaming), reasoning, text)));
     }
-    card.querySelector(".streaming").textContent = draft.settle === null ? "streaming…" : "saving…";
-    card.querySelector("details.reasoning").hidden = !draft.reasoning;
-    card.querySelector(".draft-reasoning").textContent = draft.reasoning;
-    card.querySelector(".draft-text").textContent = draft.text;
+    where.appendChild(node); // kept last, after rows appended meanwhile
+    node.querySelector(".streaming").textContent = draft.settle === null ? "streaming…" : "saving…";
+    node.querySelector("details.reasoning").hidden = !draft.reasoning;
+    node.querySelector(".draft-reasoning").textContent = draft.reasoning;
+    node.querySelector(".draft-text").textContent = draft.text;
   }
 
   function onStreamFrame(id, frame) {
@@ -694,6 +703,9 @@
     if (count) count.textContent = fmtNum(event.seq + 1);
     if (view.tab === "timeline" && view.timeline && view.timeline.atEnd) {
       view.timeline.body.appendChild(timelineRow(id, event, event.surfaceOp ? "current" : "log-only"));
+      // the event that holds a streamed answer is a row now: the draft row goes
+      if (view.draft && view.draft.settle !== null && event.seq >= view.draft.settle) view.draft = null;
+      renderDraft();
     }
   }
 

@@ -143,3 +143,28 @@ def test_pages_cut_by_the_store_equal_pages_cut_from_the_whole_listing(
         pass
     assert paged.sessions({"limit": "1"})["sessions"][0]["id"] == late.id
     store.close()
+
+
+def test_rows_and_views_tell_the_last_turns_outcome_from_projections(tmp_path: Path) -> None:
+    store = dshpy.open_store(f"sqlite:///{tmp_path / 's.db'}")
+    with store.create(cwd="/srv/done") as done:
+        TurnScript(done).turn("fine")
+    with store.create(cwd="/srv/long") as long:  # a last turn of many steps
+        TurnScript(long).turn("many steps", steps=40)
+    open_turn = store.create(cwd="/srv/open")
+    TurnScript(open_turn).turn("first")
+    open_turn.append("turn/start", {"turn": 2})
+    open_turn.flush()
+    with store.create(cwd="/srv/failed") as failed:
+        TurnScript(failed).turn("boom")
+        failed.append("turn/start", {"turn": 2})
+        failed.append("turn/end", {"turn": 2, "reason": {"kind": "error", "error": {"code": "X", "message": "x"}}})
+    empty = store.create(cwd="/srv/empty")
+    empty.close()
+    data = UiData(store)
+    rows = {row["id"]: row["lastOutcome"] for row in data.sessions({})["sessions"]}
+    expected = {done.id: "completed", long.id: "completed", open_turn.id: "running", failed.id: "error", empty.id: None}
+    assert rows == expected
+    assert {sid: data.session(sid)["lastOutcome"] for sid in expected} == expected
+    open_turn.close()
+    store.close()

@@ -588,7 +588,12 @@ class BaseStore(StorageBackend):
         return [chosen[key] for key in dict.fromkeys(keys)]
 
     def projections(
-        self, session_id: str, keys: Iterable[str] | None = None, *, registry: ProjectionRegistry | None = None
+        self,
+        session_id: str,
+        keys: Iterable[str] | None = None,
+        *,
+        registry: ProjectionRegistry | None = None,
+        info: SessionInfo | None = None,
     ) -> Snapshot:
         """``{"as_of_seq", "values"}`` of projections ``keys`` (default: every registered one) over the stored log.
 
@@ -598,12 +603,22 @@ class BaseStore(StorageBackend):
         lowest usable cached row is read. Rows that had to be re-folded, or that lagged
         far behind the log, are written back (fail-soft). Unknown keys raise
         :class:`~dshpy.errors.ProjectionError`.
+
+        ``info``: the session's info as a listing (or ``stat``) just gave it; its header
+        and length are taken instead of read again, so a page of a listing folds each
+        of its sessions with one read of the cache (an older stored format is read anyway).
         """
         self._check_id(session_id)
         definitions = self._definitions(keys, registry)
-        header = self._header(session_id)
-        DEFAULT_CHAIN.plan(header.version, session_id)
-        length = self._length(session_id)
+        if info is not None and info.id != session_id:
+            raise ValueError(f'info of session "{info.id}" given for session "{session_id}"')
+        if info is not None and info.stored_version == FORMAT_VERSION:
+            header, length = info.header, info.event_count
+            DEFAULT_CHAIN.plan(header.version, session_id)
+        else:
+            header = self._header(session_id)
+            DEFAULT_CHAIN.plan(header.version, session_id)
+            length = self._length(session_id)
         folded = fold_cached(
             definitions,
             self._cached_states(header),

@@ -147,9 +147,14 @@ class SessionStore(Protocol):
         ...
 
     def projections(
-        self, session_id: str, keys: Iterable[str] | None = None, *, registry: ProjectionRegistry | None = None
+        self,
+        session_id: str,
+        keys: Iterable[str] | None = None,
+        *,
+        registry: ProjectionRegistry | None = None,
+        info: SessionInfo | None = None,
     ) -> Snapshot:
-        """Projection values over the stored log, from the cache plus a fold of the tail."""
+        """Projection values over the stored log, from the cache plus a fold of the tail (``info``: as just listed)."""
         ...
 
     def list_projections(

@@ -553,6 +553,11 @@ class StoreContract(SearchContract):
                 assert store.list_page(after) == after.cut(listing), after
         ties = [info.id for info in store.list_page(PageRequest(ids=("twin-b", "twin-a", "twin-c", "root")))]
         assert ties == ["root", "twin-a", "twin-b", "twin-c"]
+        for info in listing:  # a listed info saves reading the header and length again, and changes nothing
+            assert store.projections(info.id, info=info) == store.projections(info.id)
+        other = next(info for info in listing if info.id != "root")
+        with pytest.raises(ValueError, match="info of session"):
+            store.projections("root", info=other)
 
     # -- export / import ----------------------------------------------------------------
 

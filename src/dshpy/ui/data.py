@@ -17,7 +17,7 @@ from dshpy.query.surface_trace import SURFACE_TYPES
 from dshpy.storage.contract import SessionStore
 
 from .folds import Folds, transcript_page
-from .listing import LIST_PAGE, SessionListing, last_outcome
+from .listing import LIST_PAGE, SessionListing, outcome_of
 from .params import page_size, seq_param
 from .usage import usage_of
 
@@ -64,7 +64,7 @@ class UiData:
         view["lineage"] = lineage
         usage = view["projections"].get("usage")
         view["cost"] = self._cost(usage)
-        view["lastOutcome"] = last_outcome(self.store, session_id, view["eventCount"])
+        view["lastOutcome"] = outcome_of(view["projections"])
         return view
 
     def _boundaries(self, lineage: dict[str, Any]) -> None:

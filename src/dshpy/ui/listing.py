@@ -29,7 +29,7 @@ from dshpy.storage.records import SessionInfo
 
 from .params import page_size
 
-__all__ = ["LISTING_FRESH", "LISTING_STALE", "LIST_PAGE", "SessionListing", "last_outcome"]
+__all__ = ["LISTING_FRESH", "LISTING_STALE", "LIST_PAGE", "ROW_PROJECTIONS", "SessionListing", "outcome_of"]
 
 LIST_PAGE = 50
 LISTING_FRESH = 10.0
@@ -38,21 +38,22 @@ LISTING_STALE = 60.0
 """Seconds an older listing is still served while a fresh one is made in the background."""
 _MAX_CHILDREN = 100  # forks nested under one row of the list
 _MAX_DEPTH = 4
-_TAIL = 64  # events read from a log's end to find its last turn's outcome
 _BATCH = 500  # sessions asked for by id in one page request
-_TURN_MARKS = ("turn/start", "turn/end")
+ROW_PROJECTIONS = (*SUMMARY_PROJECTIONS, "turn_boundary")
+"""What a row of the list shows: the query's summary, tokens and cost (usage), and the last turn's outcome."""
 
 
-def last_outcome(store: SessionStore, session_id: str, length: int) -> str | None:
-    """How the session's last turn ended (``turn/end``'s reason kind), ``"running"`` if it is open, else ``None``."""
-    outcome = None
-    for event in store.read_types(session_id, _TURN_MARKS, max(0, length - _TAIL)):
-        if event.type == "turn/end":
-            reason = thaw(event.data).get("reason")
-            outcome = reason.get("kind") if isinstance(reason, dict) else None
-        elif event.type == "turn/start":
-            outcome = "running"
-    return outcome
+def outcome_of(values: Mapping[str, Any]) -> str | None:
+    """How the last turn ended (``turn/end``'s reason kind), ``"running"`` while one is open, else ``None``.
+
+    From the ``turn_boundary`` and ``stats`` projection values: no event is read.
+    """
+    boundary = values.get("turn_boundary")
+    if isinstance(boundary, Mapping) and boundary.get("openTurnStartSeq") is not None:
+        return "running"
+    stats = values.get("stats")
+    outcome = stats.get("lastOutcome") if isinstance(stats, Mapping) else None
+    return outcome if isinstance(outcome, str) else None
 
 
 class SessionListing:
@@ -238,7 +239,7 @@ class SessionListing:
     def _row(self, info: SessionInfo) -> dict[str, Any]:
         """A listing row: the session's info and summary (title, state, turns), tokens, cost, last outcome."""
         try:
-            snapshot = self.store.projections(info.id, SUMMARY_PROJECTIONS)
+            snapshot = self.store.projections(info.id, ROW_PROJECTIONS, info=info)
         except (CorruptSessionError, FormatVersionError, SessionNotFound) as error:  # still listed, with why
             return SessionSummary(info, error=" ".join(str(error).split())).to_dict()
         values = dict(snapshot["values"])
@@ -246,5 +247,5 @@ class SessionListing:
         usage = thaw(values["usage"]) if "usage" in values else None
         row["tokens"] = usage.get("total") if isinstance(usage, dict) else None
         row["cost"] = self._cost_of(usage)
-        row["lastOutcome"] = last_outcome(self.store, info.id, info.event_count)
+        row["lastOutcome"] = outcome_of(values)
         return row

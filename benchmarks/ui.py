@@ -1,17 +1,18 @@
 """First paint of the web UI in a real browser: a 100k-event session's view and a 10k-session list.
 
-    python benchmarks/ui.py [--dir DIR] [--events N] [--sessions N] [--runs N]
+    python benchmarks/ui.py [--dir DIR] [--events N] [--sessions N] [--runs N] [--postgres URL]
 
 Builds two SQLite stores in DIR (kept, and reused when they exist: building 10k
-sessions takes minutes): one session of about N events (whole tool turns), and N
-small sessions. Serves them with ``dshpy ui``'s server on loopback and opens each view
-in headless Chromium (Debian's, driven by Playwright) in a fresh browser context.
+sessions takes a minute or more): one session of about N events (whole tool turns),
+and N small sessions (with ``--postgres``, the same N sessions in that store too).
+Serves them with ``dshpy ui``'s server on loopback and opens each view in headless
+Chromium (Debian's, driven by Playwright) in a fresh browser context.
 Times are from the navigation's start, read from the page's own Performance API:
 ``paint`` is the browser's first-contentful-paint, ``head`` when the session header
 was drawn, ``ready`` when the view's data was drawn (the transcript's last page, the
 list's first page); the slowest JSON request of the load is shown beside them.
-``cold`` is the first load on a freshly started server (nothing cached; the server
-starts listing the store when it starts), ``warm`` the median of the loads after it.
+``cold`` is the first load on a freshly started server (nothing cached), ``warm`` the
+median of the loads after it.
 Goal: ready < 1 s.
 """
 
@@ -50,8 +51,8 @@ def _long_store(directory: Path, events: int) -> tuple[str, str]:
         store.close()
 
 
-def _many_store(directory: Path, sessions: int) -> str:
-    url = f"sqlite:///{directory / f'many-{sessions}.db'}"
+def _many_store(directory: Path, sessions: int, url: str | None = None) -> str:
+    url = url or f"sqlite:///{directory / f'many-{sessions}.db'}"
     store = dshpy.open_store(url)
     try:
         have = len(store.list())
@@ -154,6 +155,11 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=100_000)
     parser.add_argument("--sessions", type=int, default=10_000)
     parser.add_argument("--runs", type=int, default=5, help="warm loads per view")
+    parser.add_argument(
+        "--postgres",
+        metavar="URL",
+        help="also list N sessions kept in this PostgreSQL store (built there once, e.g. ?schema=dshpy_ui_bench)",
+    )
     args = parser.parse_args()
     from playwright.sync_api import sync_playwright
 
@@ -167,6 +173,7 @@ def main() -> None:
     args.dir.mkdir(parents=True, exist_ok=True)
     long_url, long_id = _long_store(args.dir, args.events)
     many_url = _many_store(args.dir, args.sessions)
+    postgres_url = _many_store(args.dir, args.sessions, args.postgres) if args.postgres else None
     with sync_playwright() as driver:
         browser = driver.chromium.launch(executable_path=chromium, args=["--no-sandbox", "--disable-gpu"])
         try:
@@ -174,6 +181,9 @@ def main() -> None:
             _report(f"session view, {args.events} events", cold, warm)
             cold, warm = _measure(browser, many_url, "/", "list", args.runs)
             _report(f"session list, {args.sessions} sessions", cold, warm)
+            if postgres_url is not None:
+                cold, warm = _measure(browser, postgres_url, "/", "list", args.runs)
+                _report(f"session list, {args.sessions} on PostgreSQL", cold, warm)
         finally:
             browser.close()
     if temporary is not None:

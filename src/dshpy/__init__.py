@@ -81,7 +81,7 @@ from dshpy.query import (
     StaleCursorError,
 )
 from dshpy.sdk import AsyncHarnessClient, HarnessClient
-from dshpy.storage import BaseStore, MemoryStore, SessionInfo, SessionStore, open_store
+from dshpy.storage import BaseStore, MemoryStore, PageRequest, SessionInfo, SessionStore, open_store
 
 if TYPE_CHECKING:
     from dshpy.plugins import PluginContext, PluginError, PluginHost, load_plugins
@@ -138,6 +138,7 @@ __all__ = [
     "Migration",
     "MigrationChain",
     "NothingToCompactError",
+    "PageRequest",
     "PluginContext",
     "PluginError",
     "PluginHost",

@@ -122,6 +122,7 @@ SQLITE_CAPABILITIES = {
     "projection_cache",
     "indexed_reads",
     "session_lengths",
+    "paged_listing",
 }
 
 

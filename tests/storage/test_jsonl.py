@@ -118,6 +118,38 @@ def test_project_key_and_segments_follow_dsh() -> None:
     assert parse_generation_filename("session.v4.jsonl", compressed=True) is None
 
 
+def _dsh_rule(text: str, *, separators: bool) -> str:
+    """dsh's escaping, unit by unit (the reference the encoders' shortcut for plain text must agree with)."""
+    raw = text.encode("utf-16-le", "surrogatepass")
+    out: list[str] = []
+    after_separator = False
+    for index in range(0, len(raw), 2):
+        unit = int.from_bytes(raw[index : index + 2], "little")
+        char = chr(unit)
+        if separators and char in "/\\:":
+            if not after_separator:
+                out.append("-")
+            after_separator = True
+            continue
+        after_separator = False
+        out.append(char if char.isascii() and (char.isalnum() or char in "._-") else f"~{unit:04X}")
+    return "".join(out)
+
+
+def test_encoders_shortcut_for_plain_text_agrees_with_the_unit_by_unit_rule() -> None:
+    import random
+
+    alphabet = "aZ09._-/\\:~ é😀\n"
+    pick = random.Random(7)
+    for _ in range(1000):
+        text = "".join(pick.choice(alphabet) for _ in range(pick.randint(1, 10)))
+        if text not in (".", ".."):
+            assert encode_segment(text) == _dsh_rule(text, separators=False), text
+            assert decode_segment(encode_segment(text)) == text
+        slug = _dsh_rule(text, separators=True).lstrip("-") or "root"
+        assert project_key(text) == f"--{slug[:251]}--", text
+
+
 def test_session_lives_at_dsh_path_with_private_permissions(store: JsonlStore) -> None:
     session = store.create(session_id="abc-1", cwd="/srv/my app")
     path = store.root / "--srv-my~0020app--" / "abc-1" / log_file(store, "abc-1").name

@@ -7,6 +7,7 @@ they are also written to DIR (that is how ``docs/screenshots/`` is refreshed).
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import threading
@@ -19,6 +20,7 @@ import pytest
 from ui_support import HOSTILE, Running, page_url
 
 from dshpy.testing.builders import TurnScript
+from dshpy.testing.fake_model import FakeModelServer, Reply
 from dshpy.testing.showcase import SUMMARY, TOOL_ERROR
 
 playwright_api = pytest.importorskip(
@@ -167,6 +169,78 @@ def test_live_session_view_receives_a_new_turn(page: Any, running: Running, tmp_
         shoot(page, tmp_path, "live")
     finally:
         session.close()
+
+
+def test_a_streaming_answer_grows_in_the_view_and_gives_way_to_the_committed_message(
+    page: Any, running: Running, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with running.store.create(cwd="/srv/stream") as session:
+        TurnScript(session).turn("an earlier question")
+    with FakeModelServer([Reply.deltas("Streaming ", "answer <b>", "arrives ", "piece by piece.").paused(3)]) as model:
+        monkeypatch.setenv("DEEPSEEK_API_KEY", "test-key")  # the UI server's runtime makes its model client now
+        monkeypatch.setenv("DEEPSEEK_BASE_URL", model.base_url)
+        open_session(page, running, session.id)
+        page.wait_for_selector("#status.live")
+        answers: list[Any] = []
+        params = {"sessionId": session.id, "text": "What streams?"}
+        frame = {"jsonrpc": "2.0", "id": 1, "method": "session.send", "params": params}
+
+        def send() -> None:  # answers when the turn has ended
+            answers.append(
+                running.request(
+                    "/rpc", method="POST", body=json.dumps(frame).encode(), headers={"Content-Type": "application/json"}
+                )
+            )
+
+        sender = threading.Thread(target=send)
+        sender.start()
+        try:
+            # the model holds the rest of its answer until released: what shows now can only be the stream
+            page.wait_for_function(
+                "() => { const d = document.querySelector('#draft .draft-text');"
+                " return d !== null && d.textContent === 'Streaming answer <b>'; }",
+                timeout=20_000,
+            )
+            # the prompt was flushed before the model was called: the transcript reloads with it, the draft stays
+            page.wait_for_function(
+                "() => [...document.querySelectorAll('.msg.user')].some((m) => m.innerText.includes('What streams?'))"
+                " && document.querySelector('#draft .draft-text').textContent === 'Streaming answer <b>'",
+                timeout=20_000,
+            )
+            assert answers == [] and sender.is_alive()
+            stored = running.store.read(session.id)
+            assert not [e for e in stored if e.type == "assistant/message" and e.data["turn"] == 2]
+            assert page.locator("#draft b").count() == 0  # streamed text is text too
+            shoot(page, tmp_path, "streaming")
+            # a view opened mid-answer gets the answer so far: the timeline's last row, marked as not logged
+            page.evaluate("tab => { location.hash = tab; }", f"#/s/{session.id}/timeline")
+            page.wait_for_function(
+                "() => { const d = document.querySelector('tr#draft .draft-text');"
+                " return d !== null && d.textContent === 'Streaming answer <b>'; }",
+                timeout=20_000,
+            )
+            assert "not logged yet" in page.locator("tr#draft").inner_text()
+            shoot(page, tmp_path, "streaming-timeline")
+        finally:
+            model.release()
+            sender.join(30)
+        (status, _headers, body), = answers
+        assert status == 200 and json.loads(body)["result"]["content"] == "Streaming answer <b>arrives piece by piece."
+        stored = running.store.read(session.id)
+        (message,) = [e for e in stored if e.type == "assistant/message" and e.data["turn"] == 2]
+        page.wait_for_function(  # the committed event's row replaces the draft row
+            f"() => document.querySelector('#draft') === null"
+            f" && document.querySelector(\"tr[data-seq='{message.seq}'][data-type='assistant/message']\") !== null",
+            timeout=20_000,
+        )
+        page.evaluate("tab => { location.hash = tab; }", f"#/s/{session.id}/transcript")
+        page.wait_for_selector("body[data-ready=transcript]")
+        page.wait_for_function(
+            "() => document.querySelector('#draft') === null && [...document.querySelectorAll('.msg.assistant')]"
+            ".some((m) => m.innerText.includes('Streaming answer <b>arrives piece by piece.'))",
+            timeout=20_000,
+        )
+    assert page.locator(".msg.assistant", has_text="arrives piece by piece.").count() == 1
 
 
 def test_fork_button_forks_through_json_rpc_and_opens_the_child(page: Any, running: Running) -> None:

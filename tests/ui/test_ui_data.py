@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from ui_support import Running, start_ui, stop_ui
 
 import dshpy
@@ -98,3 +99,72 @@ def test_a_damaged_log_does_not_break_the_list_and_its_views_answer_422(tmp_path
         stop_ui(server, loop, thread)
         store.close()
     assert log.read_bytes() == original  # looking never repairs or rewrites
+
+
+def _pages(data: UiData, params: dict[str, str]) -> list[list[dict]]:
+    pages, cursor = [], None
+    while True:
+        page = data.sessions({**params, **({"cursor": cursor} if cursor else {})})
+        pages.append(page["sessions"])
+        cursor = page["nextCursor"]
+        if cursor is None:
+            return pages
+
+
+def test_pages_cut_by_the_store_equal_pages_cut_from_the_whole_listing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = dshpy.open_store(f"sqlite:///{tmp_path / 's.db'}")
+    roots = []
+    for number in range(7):
+        with store.create(cwd=f"/srv/p{number % 2}") as session:
+            TurnScript(session).turn(f"root {number}")
+        roots.append(session.id)
+    with store.fork(roots[2]) as child:
+        TurnScript(child).turn("a fork")
+    with store.fork(roots[2]) as sibling:
+        pass
+    with store.fork(child.id) as grandchild:
+        pass
+    paged = UiData(store)
+    assert paged.listing.paged
+    whole = UiData(store)
+    monkeypatch.setattr(type(whole.listing), "paged", property(lambda listing: listing is not whole.listing))
+    assert not whole.listing.paged
+    for params in ({"limit": "3"}, {"limit": "2", "cwd": "/srv/p0"}, {"limit": "50"}):
+        assert _pages(paged, params) == _pages(whole, params)
+    first = paged.sessions({"limit": "50"})["sessions"]
+    forked = next(row for row in first if row["id"] == roots[2])
+    assert [row["id"] for row in forked["children"]] == [child.id, sibling.id]
+    assert [row["id"] for row in forked["children"][0]["children"]] == [grandchild.id]
+    for session_id in (roots[2], child.id, grandchild.id):
+        assert paged.session(session_id)["lineage"] == whole.session(session_id)["lineage"]
+    with store.create(cwd="/srv/new") as late:  # no kept listing to go stale: it shows on the next request
+        pass
+    assert paged.sessions({"limit": "1"})["sessions"][0]["id"] == late.id
+    store.close()
+
+
+def test_rows_and_views_tell_the_last_turns_outcome_from_projections(tmp_path: Path) -> None:
+    store = dshpy.open_store(f"sqlite:///{tmp_path / 's.db'}")
+    with store.create(cwd="/srv/done") as done:
+        TurnScript(done).turn("fine")
+    with store.create(cwd="/srv/long") as long:  # a last turn of many steps
+        TurnScript(long).turn("many steps", steps=40)
+    open_turn = store.create(cwd="/srv/open")
+    TurnScript(open_turn).turn("first")
+    open_turn.append("turn/start", {"turn": 2})
+    open_turn.flush()
+    with store.create(cwd="/srv/failed") as failed:
+        TurnScript(failed).turn("boom")
+        failed.append("turn/start", {"turn": 2})
+        failed.append("turn/end", {"turn": 2, "reason": {"kind": "error", "error": {"code": "X", "message": "x"}}})
+    empty = store.create(cwd="/srv/empty")
+    empty.close()
+    data = UiData(store)
+    rows = {row["id"]: row["lastOutcome"] for row in data.sessions({})["sessions"]}
+    expected = {done.id: "completed", long.id: "completed", open_turn.id: "running", failed.id: "error", empty.id: None}
+    assert rows == expected
+    assert {sid: data.session(sid)["lastOutcome"] for sid in expected} == expected
+    open_turn.close()
+    store.close()

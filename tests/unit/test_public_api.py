@@ -87,6 +87,7 @@ EXPECTED = (
         "SessionEvent",
         "SessionExistsError",
         "SessionHeader",
+        "PageRequest",
         "SessionInfo",
         "SessionNotFound",
         "SessionStore",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from typing import Any
 
 import click
 
@@ -70,6 +71,12 @@ __all__ = ["serve"]
     help="HTTP: a browser origin (scheme://host[:port]) allowed besides the server's own; repeatable.",
 )
 @click.option("--allow-http-shutdown", is_flag=True, help="HTTP: accept the shutdown method (refused by default).")
+@click.option(
+    "--ui/--no-ui",
+    default=True,
+    show_default=True,
+    help="HTTP: serve the web UI under /ui/ (as dshpy ui does, behind the same token, Host and Origin checks).",
+)
 @click.option(
     "--head-timeout",
     type=click.FloatRange(min=0.1),
@@ -141,6 +148,7 @@ def serve(
     max_request_bytes: int,
     allowed_origins: tuple[str, ...],
     allow_http_shutdown: bool,
+    ui: bool,
     head_timeout: float,
     body_timeout: float,
     max_connections: int,
@@ -156,7 +164,7 @@ def serve(
 
     Over HTTP, one token is one trusted principal: whoever holds it may read any session and change the server's
     model settings. Browser pages from other origins are refused, and shutdown is refused unless
-    --allow-http-shutdown.
+    --allow-http-shutdown. The web UI is served under /ui/ on the same port (--no-ui: not).
     """
     from dshpy.sdk.profiles import ProfileError
     from dshpy.server.http import InsecureBindError
@@ -166,6 +174,18 @@ def serve(
     logging.basicConfig(
         stream=sys.stderr, level=logging.INFO if verbose else logging.WARNING, format="dshpy serve: %(message)s"
     )
+    cost = None
+    if transport == "http" and ui:
+        from .prices import PriceError, estimate_cost, load_prices
+
+        try:
+            prices = load_prices()
+        except PriceError as error:
+            raise CliError(str(error)) from None
+
+        def cost(usage: Any) -> dict[str, Any]:
+            return estimate_cost(usage, prices)
+
     options = ServeOptions(
         store_url=state.store_url,
         profile=profile,
@@ -204,6 +224,8 @@ def serve(
         memory=memory,
         memory_scope=memory_scope,
         vectors=vectors,
+        ui=ui,
+        ui_cost=cost,
     )
     try:
         code = run_server(options)

@@ -2,8 +2,10 @@
 
 A filter on projections (state, title, model, turns) reads every session's cached
 rows in one ``list_projections`` call (on SQLite and PostgreSQL one statement), so
-it folds no log whose cache is current. Any other listing is cut from the plain
-listing of headers first, and only the sessions of the page read their projections. Pages are cut by *keyset*: a cursor
+it folds no log whose cache is current. Any other listing but a lineage one is a page
+the store cuts itself (:meth:`~dshpy.SessionStore.list_page`: on SQLite and PostgreSQL
+one statement that builds only the page's sessions, elsewhere a cut of the plain
+listing), and only the sessions of the page read their projections. Pages are cut by *keyset*: a cursor
 holds the sort value and id of the last session it returned, and the next page starts
 after it, so sessions created meanwhile (newer than any page's start, when sorted by
 creation) never shift or repeat what the following pages return.
@@ -23,9 +25,20 @@ from dshpy.query.filters import SessionFilter
 from dshpy.query.lineage import descendant_ids
 from dshpy.query.results import SessionPage, SessionSummary
 from dshpy.storage.contract import SessionStore
+from dshpy.storage.listing_page import PageRequest
 from dshpy.storage.projection_cache import SessionProjections
+from dshpy.storage.records import SessionInfo
 
-__all__ = ["SORTS", "SUMMARY_PROJECTIONS", "Sort", "filtered_summaries", "page_of", "summary_of", "with_projections"]
+__all__ = [
+    "SORTS",
+    "SUMMARY_PROJECTIONS",
+    "Sort",
+    "filtered_summaries",
+    "info_page",
+    "page_of",
+    "summary_of",
+    "with_projections",
+]
 
 SUMMARY_PROJECTIONS = ("title", "lifecycle", "stats", "usage")
 """The projections a summary reads."""
@@ -105,6 +118,13 @@ def _key(summary: SessionSummary, sort: str) -> int:
     return summary.info.created_at if sort == "created" else summary.info.updated_at
 
 
+def _request(filters: SessionFilter, sort: Any, descending: bool) -> str:
+    """The fingerprint a listing's cursors are bound to (after checking ``sort``)."""
+    if sort not in SORTS:
+        raise InvalidQueryError(INVALID_SORT, f"sort must be one of {', '.join(SORTS)}, not {sort!r}")
+    return fingerprint({"filters": filters.to_json(), "sort": sort, "descending": descending})
+
+
 def page_of(
     summaries: Sequence[SessionSummary],
     filters: SessionFilter,
@@ -115,9 +135,7 @@ def page_of(
     cursor: Any,
 ) -> SessionPage:
     """One page of ``summaries`` in ``sort`` order (ties by id, ascending), after ``cursor`` if given."""
-    if sort not in SORTS:
-        raise InvalidQueryError(INVALID_SORT, f"sort must be one of {', '.join(SORTS)}, not {sort!r}")
-    request = fingerprint({"filters": filters.to_json(), "sort": sort, "descending": descending})
+    request = _request(filters, sort, descending)
     ordered = sorted(summaries, key=lambda s: (-_key(s, sort) if descending else _key(s, sort), s.id))
     if cursor is not None:
         after = _after(decode_cursor(cursor, "list", request))
@@ -126,6 +144,40 @@ def page_of(
     more = len(ordered) > limit
     next_cursor = encode_cursor("list", request, [_key(page[-1], sort), page[-1].id]) if more else None
     return SessionPage(page, next_cursor)
+
+
+def info_page(
+    store: SessionStore, filters: SessionFilter, *, sort: Any, descending: bool, limit: int, cursor: Any
+) -> tuple[list[SessionInfo], str | None] | None:
+    """The infos of one page as :func:`page_of` cuts it (cursors included), cut by the store itself.
+
+    ``None`` when the store cannot cut this page alone: a filter on projections or on
+    lineage, or a damaged session on the page (the full listing then names it, as before).
+    """
+    if filters.needs_projections or filters.lineage is not None:
+        return None
+    request = _request(filters, sort, descending)
+    after = None if cursor is None else _after(decode_cursor(cursor, "list", request))
+    wanted = PageRequest(
+        ids=filters.ids,
+        exclude_ids=filters.exclude_ids,
+        cwd=filters.cwd,
+        created_from=filters.created_from,
+        created_to=filters.created_to,
+        parent=filters.parent,
+        sort=sort,
+        descending=descending,
+        after=after,
+        limit=limit + 1,
+    )
+    try:
+        infos = store.list_page(wanted)
+    except (CorruptSessionError, FormatVersionError):
+        return None
+    page = infos[:limit]
+    more = len(infos) > limit
+    next_cursor = encode_cursor("list", request, [wanted.key(page[-1]), page[-1].id]) if more else None
+    return page, next_cursor
 
 
 def _after(position: Any) -> tuple[int, str]:

@@ -36,7 +36,7 @@ from dshpy.query.errors import (
 )
 from dshpy.query.filters import SessionFilter, check_limit, parse_types
 from dshpy.query.lineage import trace_lineage
-from dshpy.query.listing import filtered_summaries, page_of, with_projections
+from dshpy.query.listing import filtered_summaries, info_page, page_of, with_projections
 from dshpy.query.results import (
     EventTrace,
     EventWindow,
@@ -45,6 +45,7 @@ from dshpy.query.results import (
     LogPage,
     SearchPage,
     SessionPage,
+    SessionSummary,
     SessionView,
     Surface,
 )
@@ -160,6 +161,10 @@ class SessionQuery:
         """
         checked = SessionFilter.parse(filters)
         size = check_limit(limit, LIST_MAX_LIMIT, default=LIST_DEFAULT_LIMIT)
+        cut = info_page(self.store, checked, sort=sort, descending=bool(descending), limit=size, cursor=cursor)
+        if cut is not None:
+            infos, next_cursor = cut
+            return SessionPage([with_projections(self.store, SessionSummary(info)) for info in infos], next_cursor)
         summaries = filtered_summaries(self.store, checked, projections=checked.needs_projections)
         page = page_of(summaries, checked, sort=sort, descending=bool(descending), limit=size, cursor=cursor)
         if checked.needs_projections:

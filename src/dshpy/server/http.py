@@ -103,6 +103,9 @@ class HttpServer:
         options = AppOptions(max_request_bytes, allow_shutdown=allow_shutdown, max_streams=max_streams)
         self.app = build_app(runtime, self.guard, options, self.streams)
         self._server: uvicorn.Server | None = None
+        self.on_stop: list[Callable[[], None]] = []
+        """Called first when the server stops: what else it serves ends its long requests (the web UI's live views),
+        so the graceful shutdown does not wait for them."""
 
     async def start(self) -> None:
         """Bind and start accepting, without waiting for shutdown (``serve()`` is start, wait, stop).
@@ -162,6 +165,11 @@ class HttpServer:
         """
         server, self._server = self._server, None
         if server is not None:
+            for stop in self.on_stop:
+                try:
+                    stop()
+                except Exception:
+                    log.exception("stopping a part of the HTTP server failed")
             for peer in list(self.streams.values()):
                 peer.queue.put_nowait(None)
             with contextlib.suppress(Exception):

@@ -21,10 +21,10 @@ import asyncio
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from dshpy.errors import ConfigError
 from dshpy.telemetry import TelemetrySwitch
@@ -35,6 +35,10 @@ if TYPE_CHECKING:
     from dshpy.agent.memory_tools import MemoryScope
     from dshpy.agent.permissions import Permissions
     from dshpy.sdk.profiles import Profile
+    from dshpy.ui.data import UiData
+
+    from .http import HttpServer
+    from .methods import Runtime
 
 __all__ = ["ServeOptions", "main", "run_server"]
 
@@ -90,6 +94,10 @@ class ServeOptions:
     """``--memory-scope``: ``cwd`` or ``all`` (implies ``memory``); ``None``: the profile's, else ``cwd``."""
     vectors: str | None = None
     """``--vectors``: the file ``session.search``'s semantic vectors are kept in; ``None``: in memory."""
+    ui: bool = True
+    """HTTP: serve the web UI under ``/ui/`` as ``dshpy ui`` does (``--no-ui``: not)."""
+    ui_cost: Callable[[Any], dict[str, Any] | None] | None = None
+    """Prices a session's usage for the web UI (``dshpy serve`` passes the price table's estimate)."""
 
     def memory_tools_scope(self, profile_memory: bool | None, profile_scope: str | None) -> MemoryScope | None:
         """What the memory tools see, or ``None`` when they are off: the flags win over the profile, as for ``run``."""
@@ -144,6 +152,26 @@ def _tooling(options: ServeOptions, profile: Profile) -> tuple[tuple[str, ...], 
         unsandboxed if unsandboxed is not None else profile.allow_unsandboxed_shell,
     )
     return tools, permissions
+
+
+def _mount_ui(server: HttpServer, runtime: Runtime, options: ServeOptions) -> UiData:
+    """Put the web UI in front of ``server``'s routes, behind its guard (token, Host, Origin), over its store."""
+    from dshpy.ui.data import UiData
+    from dshpy.ui.routes import mount_ui
+
+    data = UiData(runtime.store, cost=options.ui_cost)
+    server.app, stop_live = mount_ui(server.app, data, server.guard, runtime.streams)
+    server.on_stop.append(stop_live)
+    return data
+
+
+def _ui_address(server: HttpServer, token: str | None) -> str:
+    """The page's address to announce; a token the user chose is not printed, only where it goes."""
+    from dshpy.ui.server import ui_url
+
+    if token is None:
+        return ui_url(server.host, server.port, "").removesuffix("#token=")
+    return ui_url(server.host, server.port, "<token>") + " (your --token, in the #fragment)"
 
 
 def run_server(options: ServeOptions, *, announce: bool = True) -> int:
@@ -213,9 +241,15 @@ def run_server(options: ServeOptions, *, announce: bool = True) -> int:
                     max_streams=options.max_streams,
                 )
 
+                ui = _mount_ui(server, runtime, options) if options.ui else None
+
                 def ready(started: HttpServer) -> None:
+                    if ui is not None:
+                        ui.warm()
                     if announce:
                         print(f"dshpy serving http://{started.host}:{started.port} (store {url})", file=sys.stderr)
+                        if ui is not None:
+                            print(f"dshpy web UI: {_ui_address(started, options.token)}", file=sys.stderr)
                         sys.stderr.flush()
 
                 await server.serve(ready)

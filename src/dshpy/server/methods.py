@@ -34,7 +34,7 @@ from dataclasses import dataclass, field, replace
 from itertools import islice
 from typing import Any
 
-from dshpy.agent import Agent, TurnResult
+from dshpy.agent import Agent, ChunkUpdate, EventUpdate, TurnResult
 from dshpy.agent.builtin import builtin_tools
 from dshpy.agent.jobs import jobs_of
 from dshpy.agent.memory_tools import MemoryScope, memory_tools
@@ -55,6 +55,7 @@ from dshpy.storage.contract import SessionStore
 from dshpy.telemetry import captured_context, remote_parent, within_context
 
 from . import query_methods
+from .assistant_stream import AssistantStreams
 from .compaction import compact_session, context_of
 from .hub import Hub, Peer
 from .limits import ServerLimits
@@ -176,6 +177,8 @@ class Runtime:
         """Plugins whose agent handlers every agent of this server gets (their session points are on ``store``)."""
         self.settings = settings or ServerSettings()
         self.hub = hub or Hub()
+        self.streams = AssistantStreams()
+        """Answers streaming in the turns this runtime runs, for live watchers (the web UI)."""
         self.live = LiveSessions(limits or ServerLimits(), self._close_live)
         self._opening: dict[str, asyncio.Future[None]] = {}
         self._sweeper: asyncio.TimerHandle | None = None
@@ -441,13 +444,17 @@ class Runtime:
         sid = live.session.id
         announced = False
 
-        def announce(_update: object) -> None:
+        def announce(update: EventUpdate) -> None:
             # dsh reports the agent busy after the prompt's inbox receipt: the official SDK
             # drops every notification before that receipt, a "running" status included.
             nonlocal announced
             if not announced:
                 announced = True
                 self._publish("session.status", {"sessionId": sid, "status": "running"}, sid)
+            self.streams.event(sid, update.event)
+
+        def relay(update: ChunkUpdate) -> None:
+            self.streams.chunk(sid, update)
 
         try:
             while live.queue:
@@ -455,7 +462,7 @@ class Runtime:
                 agent = self._agent(live)
                 try:
                     with within_context(item.trace):
-                        result = await agent.run(item.message, on_event=announce)
+                        result = await agent.run(item.message, on_chunk=relay, on_event=announce)
                 except asyncio.CancelledError:
                     if item.future is not None and not item.future.done():
                         item.future.cancel()
@@ -471,6 +478,7 @@ class Runtime:
                 if item.future is not None and not item.future.done():
                     item.future.set_result(result)
         finally:
+            self.streams.finish(sid)
             self._drop_queue(live, "the session stopped before this prompt ran")
             self.live.touch(live)  # idle from now
             self._publish("session.status", {"sessionId": sid, "status": "idle"}, sid)

@@ -7,6 +7,7 @@ from dshpy.storage.backend import (
     IndexedReads,
     MetadataQueries,
     OwnWriters,
+    PagedListing,
     ProjectionCache,
     StorageBackend,
     WriterLeases,
@@ -14,6 +15,7 @@ from dshpy.storage.backend import (
 )
 from dshpy.storage.base import BaseStore, events_digest
 from dshpy.storage.contract import SessionStore
+from dshpy.storage.listing_page import PageRequest
 from dshpy.storage.memory import MemoryStore
 from dshpy.storage.records import SessionInfo, StoredRecord
 from dshpy.storage.urls import StoreURL, open_store, parse_store_url, register_backend
@@ -27,6 +29,8 @@ __all__ = [
     "MemoryStore",
     "MetadataQueries",
     "OwnWriters",
+    "PageRequest",
+    "PagedListing",
     "ProjectionCache",
     "SessionInfo",
     "SessionStore",

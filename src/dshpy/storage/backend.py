@@ -34,6 +34,7 @@ from dshpy.log.header import SessionHeader
 from dshpy.log.session import SessionWriter
 from dshpy.storage.follow import StopSignal
 from dshpy.storage.lease import Lease
+from dshpy.storage.listing_page import PageRequest
 from dshpy.storage.projection_cache import ProjectionRow
 from dshpy.storage.records import SessionInfo, StoredRecord
 from dshpy.storage.search_records import SearchIndexStatus, TextHits, TextQuery
@@ -45,6 +46,7 @@ __all__ = [
     "IndexedReads",
     "MetadataQueries",
     "OwnWriters",
+    "PagedListing",
     "ProjectionCache",
     "SearchIndex",
     "SessionLengths",
@@ -150,6 +152,19 @@ class MetadataQueries(BulkListing, Protocol):
         """:meth:`BulkListing._list_infos` and :meth:`ProjectionCache._list_projection_rows` in one snapshot."""
 
 
+class PagedListing(Protocol):
+    """A page of the listing cut in storage: only the page's sessions are read and built.
+
+    Without it a page is cut from the full listing (:meth:`PageRequest.cut`), which
+    parses every stored header.
+    """
+
+    @abstractmethod
+    def _list_page(self, request: PageRequest) -> list[SessionInfo]:
+        """What ``request.cut(self.list())`` returns, in that order; a damaged session of the page raises
+        :class:`~dshpy.errors.CorruptSessionError` (the caller then lists the long way, which names it)."""
+
+
 class ProjectionCache(Protocol):
     """Durable projection checkpoints, so opening or listing a long session folds only the tail.
 
@@ -251,6 +266,7 @@ CAPABILITIES: dict[str, type] = {
     "zero_copy_forks": ZeroCopyForks,
     "bulk_listing": BulkListing,
     "metadata_queries": MetadataQueries,
+    "paged_listing": PagedListing,
     "projection_cache": ProjectionCache,
     "indexed_reads": IndexedReads,
     "change_feed": ChangeFeed,

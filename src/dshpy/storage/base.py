@@ -59,6 +59,7 @@ from dshpy.storage.backend import (
     IndexedReads,
     MetadataQueries,
     OwnWriters,
+    PagedListing,
     ProjectionCache,
     SearchIndex,
     SessionLengths,
@@ -71,6 +72,7 @@ from dshpy.storage.contract import SessionStore
 from dshpy.storage.delegation import DEFAULT_MAX_DELEGATION_DEPTH, check_delegation_depth, checked_maximum
 from dshpy.storage.follow import StopSignal, check_follow_args, check_from_seq, poll_follow
 from dshpy.storage.lease import Lease
+from dshpy.storage.listing_page import PageRequest
 from dshpy.storage.live_session import assemble_session
 from dshpy.storage.notices import SessionNotices
 from dshpy.storage.projection_cache import (
@@ -216,6 +218,20 @@ class _StoreWriter:
         lease, self._lease = self._lease, None
         if lease is not None:
             lease.release()
+
+
+def _encodable(request: PageRequest) -> bool:
+    """Whether every text of ``request`` can be a text column's parameter (UTF-8: no lone surrogate)."""
+    texts = [*(request.ids or ()), *(request.exclude_ids or ()), *(request.cwd or ()), *(request.parent or ())]
+    if request.after is not None:
+        texts.append(request.after[1])
+    try:
+        for text in texts:
+            if text is not None:
+                text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 class BaseStore(StorageBackend):
@@ -498,6 +514,17 @@ class BaseStore(StorageBackend):
             return cast(SessionLengths, self)._lengths()
         return {info.id: info.event_count for info in self.list()}
 
+    def list_page(self, request: PageRequest) -> builtins.list[SessionInfo]:
+        """One page of the listing (see :class:`~dshpy.storage.listing_page.PageRequest`).
+
+        A backend that cuts pages in storage reads only the page's sessions; any other
+        cuts the page out of :meth:`list` (as does every backend for a request holding
+        text no UTF-8 column can: ids and paths may hold lone surrogates, which match nothing there).
+        """
+        if "paged_listing" in self._capabilities and _encodable(request):
+            return cast(PagedListing, self)._list_page(request)
+        return request.cut(self.list())
+
     # -- sessions -------------------------------------------------------------------
 
     def create(
@@ -601,7 +628,12 @@ class BaseStore(StorageBackend):
         return [chosen[key] for key in dict.fromkeys(keys)]
 
     def projections(
-        self, session_id: str, keys: Iterable[str] | None = None, *, registry: ProjectionRegistry | None = None
+        self,
+        session_id: str,
+        keys: Iterable[str] | None = None,
+        *,
+        registry: ProjectionRegistry | None = None,
+        info: SessionInfo | None = None,
     ) -> Snapshot:
         """``{"as_of_seq", "values"}`` of projections ``keys`` (default: every registered one) over the stored log.
 
@@ -611,12 +643,22 @@ class BaseStore(StorageBackend):
         lowest usable cached row is read. Rows that had to be re-folded, or that lagged
         far behind the log, are written back (fail-soft). Unknown keys raise
         :class:`~dshpy.errors.ProjectionError`.
+
+        ``info``: the session's info as a listing (or ``stat``) just gave it; its header
+        and length are taken instead of read again, so a page of a listing folds each
+        of its sessions with one read of the cache (an older stored format is read anyway).
         """
         self._check_id(session_id)
         definitions = self._definitions(keys, registry)
-        header = self._header(session_id)
-        DEFAULT_CHAIN.plan(header.version, session_id)
-        length = self._length(session_id)
+        if info is not None and info.id != session_id:
+            raise ValueError(f'info of session "{info.id}" given for session "{session_id}"')
+        if info is not None and info.stored_version == FORMAT_VERSION:
+            header, length = info.header, info.event_count
+            DEFAULT_CHAIN.plan(header.version, session_id)
+        else:
+            header = self._header(session_id)
+            DEFAULT_CHAIN.plan(header.version, session_id)
+            length = self._length(session_id)
         folded = fold_cached(
             definitions,
             self._cached_states(header),

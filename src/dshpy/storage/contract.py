@@ -19,6 +19,7 @@ from dshpy.log.session import Session
 from dshpy.projections.registry import ProjectionRegistry
 from dshpy.projections.runner import Snapshot
 from dshpy.storage.follow import StopSignal
+from dshpy.storage.listing_page import PageRequest
 from dshpy.storage.projection_cache import SessionProjections
 from dshpy.storage.records import SessionInfo
 from dshpy.storage.search_records import SearchIndexStatus, TextHits, TextQuery
@@ -125,6 +126,10 @@ class SessionStore(Protocol):
         """Every session's event count by id, cheaper than :meth:`list`: which sessions grew since a last look."""
         ...
 
+    def list_page(self, request: PageRequest) -> builtins.list[SessionInfo]:
+        """One page of the listing, filtered on headers and ordered as ``request`` says."""
+        ...
+
     def stat(self, session_id: str) -> SessionInfo:
         """One session's metadata."""
         ...
@@ -146,9 +151,14 @@ class SessionStore(Protocol):
         ...
 
     def projections(
-        self, session_id: str, keys: Iterable[str] | None = None, *, registry: ProjectionRegistry | None = None
+        self,
+        session_id: str,
+        keys: Iterable[str] | None = None,
+        *,
+        registry: ProjectionRegistry | None = None,
+        info: SessionInfo | None = None,
     ) -> Snapshot:
-        """Projection values over the stored log, from the cache plus a fold of the tail."""
+        """Projection values over the stored log, from the cache plus a fold of the tail (``info``: as just listed)."""
         ...
 
     def list_projections(

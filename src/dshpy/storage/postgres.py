@@ -60,6 +60,7 @@ from dshpy.storage.backend import (
     ChangeFeed,
     IndexedReads,
     MetadataQueries,
+    PagedListing,
     ProjectionCache,
     SearchIndex,
     SessionLengths,
@@ -77,6 +78,8 @@ from dshpy.storage.checksum import (
 )
 from dshpy.storage.flush_report import record_durable, reporting
 from dshpy.storage.follow import StopSignal
+from dshpy.storage.listing_page import PageRequest
+from dshpy.storage.page_sql import POSTGRES, page_ids_sql
 from dshpy.storage.postgres_checksums import verified_cache_rows
 from dshpy.storage.postgres_connect import (
     PostgresOptions,
@@ -162,14 +165,21 @@ class _Sql:
             f"SELECT seq FROM {s}.events WHERE session_id = %s AND seq <= %s AND type = ANY(%s) "
             "ORDER BY seq DESC LIMIT 1"
         )
-        self.infos = f"""
+        self.sessions_table = f"{s}.sessions"
+        self.events_table = f"{s}.events"
+        info_columns = """
             SELECT t.id, t.header, t.created_at, t.cwd, t.parent_session, t.base_id, t.base_count, t.crc,
                    t.next_seq, last.seq, last.time,
-                   (SELECT array_agg(c.id) FROM {s}.sessions c WHERE c.parent_session = t.id)
-            FROM {s}.sessions t
+                   (SELECT array_agg(c.id) FROM {s}.sessions c WHERE c.parent_session = t.id)"""
+        last_event = f"""
             LEFT JOIN LATERAL (
                 SELECT e.seq, e.time FROM {s}.events e WHERE e.session_id = t.id ORDER BY e.seq DESC LIMIT 1
             ) last ON true"""
+        self.infos = f"{info_columns.format(s=s)} FROM {s}.sessions t{last_event}"
+        self.page_infos = (
+            f"{info_columns.format(s=s)} FROM ({{choose}}) p JOIN {s}.sessions t ON t.id = p.id{last_event} "
+            'ORDER BY p.page_key {direction}, p.id COLLATE "C"'
+        )
         self.schema_version = f"SELECT count(*) FROM {s}.schema_version"
         self.projection_rows = (
             f"SELECT session_id, key, state_version, seq, state, identity, crc FROM {s}.projection_cache "
@@ -215,6 +225,7 @@ class PostgresStore(
     BaseStore,
     ZeroCopyForks,
     MetadataQueries,
+    PagedListing,
     ProjectionCache,
     IndexedReads,
     ChangeFeed,
@@ -589,6 +600,13 @@ class PostgresStore(
     def _lengths(self) -> dict[str, int]:
         """The ``next_seq`` each append moves in its own transaction: one pass over the sessions table."""
         return dict(self._rows("list sessions", self._sql.lengths, ()))
+
+    def _list_page(self, request: PageRequest) -> list[SessionInfo]:
+        """The page's ids chosen over the sessions table's columns and their infos built, in one statement."""
+        choose, params = page_ids_sql(request, POSTGRES, self._sql.sessions_table, self._sql.events_table)
+        direction = "DESC" if request.descending else "ASC"
+        statement = self._sql.page_infos.format(choose=choose, direction=direction)
+        return [self._info(row)[0] for row in self._rows("list sessions", statement, params)]
 
     def _session_info(self, session_id: str) -> SessionInfo | None:
         found = self._infos(" WHERE t.id = %s", (session_id,))

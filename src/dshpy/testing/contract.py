@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -41,6 +42,7 @@ from dshpy.errors import (
 from dshpy.log.invariants import validate
 from dshpy.log.session import Session
 from dshpy.storage.contract import SessionStore
+from dshpy.storage.listing_page import PageRequest
 from dshpy.testing.builders import TurnScript, assistant_data, user_message
 from dshpy.testing.search_contract import SearchContract
 
@@ -529,6 +531,51 @@ class StoreContract(SearchContract):
         after = self.reopen(store).lengths()
         assert after == {info.id: info.event_count for info in store.list()}
         assert "a" not in after and after["b"] == before["b"] and after["b2"] >= before["b"]
+
+    def test_list_page_is_the_cut_of_the_full_listing(self, store: SessionStore) -> None:
+        """Every filter, order and cursor position of ``list_page`` agrees with cutting ``list()``, ties included."""
+        root = store.create(session_id="root", cwd="/p")
+        TurnScript(root).turn()
+        root.close()
+        document = store.export("root")
+        for twin in ("twin-b", "twin-a", "twin-c"):  # same header times: ties broken by id
+            store.import_session(document, session_id=twin)
+        fork = store.fork("root")
+        fork.close()
+        for number in range(4):
+            with store.create(session_id=f"s{number}", cwd=None if number == 3 else f"/w{number % 2}") as session:
+                if number % 2:
+                    TurnScript(session).turn()
+        listing = self.reopen(store).list()
+        created = sorted({info.created_at for info in listing})
+        requests = [
+            PageRequest(limit=100),
+            PageRequest(limit=3),
+            PageRequest(sort="updated", limit=100),
+            PageRequest(descending=False, limit=4),
+            PageRequest(sort="updated", descending=False, limit=100),
+            PageRequest(parent=(None,), limit=100),
+            PageRequest(parent=("root",), limit=100),
+            PageRequest(cwd=("/w1", None), limit=100),
+            PageRequest(cwd=(), limit=100),
+            PageRequest(ids=("twin-a", "s2", "missing"), limit=100),
+            PageRequest(exclude_ids=("twin-a", "root"), limit=100),
+            PageRequest(created_from=created[1], created_to=created[-2], limit=100),
+            PageRequest(limit=0),
+        ]
+        for request in requests:
+            expected = request.cut(listing)
+            assert store.list_page(request) == expected, request
+            for last in expected:  # every cursor position, in both orders
+                after = replace(request, after=(request.key(last), last.id))
+                assert store.list_page(after) == after.cut(listing), after
+        ties = [info.id for info in store.list_page(PageRequest(ids=("twin-b", "twin-a", "twin-c", "root")))]
+        assert ties == ["root", "twin-a", "twin-b", "twin-c"]
+        for info in listing:  # a listed info saves reading the header and length again, and changes nothing
+            assert store.projections(info.id, info=info) == store.projections(info.id)
+        other = next(info for info in listing if info.id != "root")
+        with pytest.raises(ValueError, match="info of session"):
+            store.projections("root", info=other)
 
     # -- export / import ----------------------------------------------------------------
 

@@ -117,6 +117,8 @@ class Reply:
 
     first_delay: float = 0.0
     """Seconds to sleep before the first chunk, after the headers: a model's time to first token."""
+    pause_after: int | None = None
+    """Send this many chunks, then wait for :meth:`FakeModelServer.release` (or close) before the rest."""
 
     # -- streams ------------------------------------------------------------------
 
@@ -262,6 +264,13 @@ class Reply:
         servers report a failure mid-stream.
         """
         return replace(self, stop_after=after, ending="error", stream_error=error_type)
+
+    def paused(self, after: int) -> Reply:
+        """This stream, paused after ``after`` chunks until :meth:`FakeModelServer.release`, then sent to its end.
+
+        Lets a test look at a turn in the middle of its answer without timing anything.
+        """
+        return replace(self, pause_after=after)
 
     def stall(self, after: int) -> Reply:
         """This stream, paused after ``after`` chunks until :meth:`FakeModelServer.release` or close."""
@@ -504,7 +513,8 @@ class _Handler(BaseHTTPRequestHandler):
         if reply.first_delay:
             self.wfile.flush()  # the headers go now: the wait is for the first token, not the response
             time.sleep(reply.first_delay)
-        for part in chunks:
+        for index, part in enumerate(chunks):
+            self._pause(reply, index)
             if reply.chunk_delay:
                 time.sleep(reply.chunk_delay)
             chunk: dict[str, Any] = {
@@ -539,6 +549,12 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
 
+    def _pause(self, reply: Reply, index: int) -> None:
+        """Before chunk ``index`` of a paused reply: hold what was sent so far until released."""
+        if reply.pause_after is not None and index == reply.pause_after:
+            self.wfile.flush()
+            self._wait(self.server.state.release, self.server.state.closing)
+
     def _break_off(self, reply: Reply) -> bool:
         """End a stalled or cut reply (True), or do nothing (False)."""
         state = self.server.state
@@ -568,7 +584,8 @@ class _Handler(BaseHTTPRequestHandler):
         if reply.first_delay:
             self.wfile.flush()
             time.sleep(reply.first_delay)
-        for part in chunks:
+        for index, part in enumerate(chunks):
+            self._pause(reply, index)
             if reply.chunk_delay:
                 time.sleep(reply.chunk_delay)
             group = renderer.group(part, reply.chunks, number)
@@ -702,7 +719,7 @@ class FakeModelServer:
             return list(self._state.requests)
 
     def release(self) -> None:
-        """Let stalled replies finish (they close their connection without ``[DONE]``)."""
+        """Let stalled replies finish (they close their connection without ``[DONE]``) and paused ones go on."""
         self._state.release.set()
 
 

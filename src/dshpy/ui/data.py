@@ -17,7 +17,7 @@ from dshpy.query.surface_trace import SURFACE_TYPES
 from dshpy.storage.contract import SessionStore
 
 from .folds import Folds, transcript_page
-from .listing import LIST_PAGE, SessionListing, last_outcome
+from .listing import LIST_PAGE, SessionListing, outcome_of
 from .params import page_size, seq_param
 from .usage import usage_of
 
@@ -59,13 +59,12 @@ class UiData:
     def session(self, session_id: str) -> dict[str, Any]:
         """Header, projections (title, lifecycle, usage, stats), lineage and cost of one session."""
         view = self.query.inspect(session_id).to_dict()
-        infos = self.listing.infos(including=session_id)
-        lineage = trace_lineage(list(infos.values()), session_id).to_dict()
+        lineage = trace_lineage(self.listing.lineage_infos(session_id), session_id).to_dict()
         self._boundaries(lineage)
         view["lineage"] = lineage
         usage = view["projections"].get("usage")
         view["cost"] = self._cost(usage)
-        view["lastOutcome"] = last_outcome(self.store, session_id, view["eventCount"])
+        view["lastOutcome"] = outcome_of(view["projections"])
         return view
 
     def _boundaries(self, lineage: dict[str, Any]) -> None:

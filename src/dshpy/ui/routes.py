@@ -5,7 +5,9 @@
   token (it cannot send one for a page or a ``<script src>``); Host and Origin are
   checked as for everything else.
 * ``GET /ui/api/…``: JSON over the store, and ``…/live`` (Server-Sent Events following
-  a session). These need the bearer token when one is set, exactly like ``POST /rpc``:
+  a session: each committed event as a ``data:`` line, and while this server's own
+  agent streams an answer in it, the answer's frames as ``event: stream``, see
+  :mod:`dshpy.server.assistant_stream`). These need the bearer token when one is set, exactly like ``POST /rpc``:
   the page reads the token from its URL fragment (never sent to the server) and sends
   it as ``Authorization: Bearer``.
 
@@ -35,6 +37,7 @@ from dshpy.core.ids import check_session_id
 from dshpy.core.json import dumps, thaw
 from dshpy.errors import CorruptSessionError, DshError, InvalidSessionIdError, SessionNotFound
 from dshpy.query.errors import QueryError, QueryNotFoundError
+from dshpy.server.assistant_stream import AssistantStreams, Frame
 from dshpy.server.http_guard import RequestGuard
 
 from .data import UiData
@@ -91,12 +94,20 @@ class _LiveStream(Response):
     client goes or the server stops.
     """
 
-    def __init__(self, data: UiData, session_id: str, from_seq: int, live: set[threading.Event]) -> None:
+    def __init__(
+        self,
+        data: UiData,
+        session_id: str,
+        from_seq: int,
+        live: set[threading.Event],
+        streams: AssistantStreams | None,
+    ) -> None:
         super().__init__(status_code=200, media_type="text/event-stream")
         self.data = data
         self.session_id = session_id
         self.from_seq = from_seq
         self.live = live
+        self.streams = streams
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         loop = asyncio.get_running_loop()
@@ -124,7 +135,11 @@ class _LiveStream(Response):
             stop.set()
             queue.put_nowait(None)
 
+        def stream(frame: Frame) -> None:  # on the loop, called by the agent that streams: only queue it
+            queue.put_nowait(b"event: stream\ndata: " + dumps(frame) + b"\n\n")
+
         watcher = asyncio.ensure_future(watch_disconnect())
+        unwatch = None
         worker = threading.Thread(target=follow, name=f"dshpy-ui-live-{self.session_id[-8:]}", daemon=True)
         headers = [(k.encode(), v.encode()) for k, v in _SECURITY.items()]
         headers += [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-store")]
@@ -132,6 +147,8 @@ class _LiveStream(Response):
             await send({"type": "http.response.start", "status": 200, "headers": headers})
             await send({"type": "http.response.body", "body": b"event: ready\ndata: {}\n\n", "more_body": True})
             worker.start()
+            if self.streams is not None:
+                unwatch = self.streams.watch(self.session_id, stream)
             while not stop.is_set():
                 try:
                     frame = await asyncio.wait_for(queue.get(), timeout=LIVE_PING_SECONDS)
@@ -149,12 +166,14 @@ class _LiveStream(Response):
                 await send({"type": "http.response.body", "body": b"".join(parts), "more_body": True})
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
+            if unwatch is not None:
+                unwatch()
             stop.set()
             watcher.cancel()
             self.live.discard(stop)
 
 
-def _ui_routes(data: UiData, live: set[threading.Event]) -> Starlette:
+def _ui_routes(data: UiData, live: set[threading.Event], streams: AssistantStreams | None) -> Starlette:
     index = _asset("index.html")
 
     async def page(_request: Request) -> Response:
@@ -197,7 +216,7 @@ def _ui_routes(data: UiData, live: set[threading.Event]) -> Starlette:
             return _error(400, str(error))
         except SessionNotFound as error:
             return _error(404, str(error))
-        return _LiveStream(data, session_id, int(raw), live)
+        return _LiveStream(data, session_id, int(raw), live, streams)
 
     async def home(_request: Request) -> Response:
         return RedirectResponse(f"{UI_PREFIX}/", 307)
@@ -232,13 +251,16 @@ def _public(path: str) -> bool:
     return path in (UI_PREFIX, f"{UI_PREFIX}/") or path.startswith(f"{UI_PREFIX}/assets/")
 
 
-def mount_ui(inner: ASGIApp, data: UiData, guard: RequestGuard) -> tuple[ASGIApp, Callable[[], None]]:
+def mount_ui(
+    inner: ASGIApp, data: UiData, guard: RequestGuard, streams: AssistantStreams | None = None
+) -> tuple[ASGIApp, Callable[[], None]]:
     """``inner`` with the UI in front of it under ``/ui``, and a function that ends every live view.
 
     Requests outside ``/ui`` go to ``inner`` untouched (it applies the guard itself).
+    ``streams``: the answers the server's runtime streams, which live views show as they grow.
     """
     live: set[threading.Event] = set()
-    ui = _ui_routes(data, live)
+    ui = _ui_routes(data, live, streams)
 
     async def app(scope: Scope, receive: Receive, send: Send) -> None:
         path = scope.get("path", "") if scope["type"] == "http" else ""

@@ -53,7 +53,7 @@ class UiServer:
         runtime = Runtime(self.store, limits=ServerLimits(idle_seconds=LIVE_IDLE_SECONDS))
         self.http = HttpServer(runtime, host=self.host, port=self.port, token=self.token)
         self.data = UiData(self.store, cost=self.cost)
-        self.http.app, self._stop_live = mount_ui(self.http.app, self.data, self.http.guard)
+        self.http.app, self._stop_live = mount_ui(self.http.app, self.data, self.http.guard, runtime.streams)
 
     @property
     def url(self) -> str:

@@ -41,6 +41,10 @@ _SAFE_UNITS = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz01
 _SEPARATOR_UNITS = frozenset(b"/\\:")
 _GENERATION = re.compile(r"session(?:\.v([1-9][0-9]*))?\.jsonl")
 _ESCAPE = re.compile(r"~([0-9A-F]{4})")
+_ALL_SAFE = re.compile(r"[A-Za-z0-9._-]+")
+"""Text that no escaping changes (listing a root decodes and re-encodes every directory name: most are this)."""
+_PLAIN_PATH = re.compile(r"[A-Za-z0-9._\-/\\:]+")
+_SEPARATOR_RUN = re.compile(r"[/\\:]+")
 _NAME_MAX = 255  # bytes in one directory entry name on the filesystems dsh and dshpy run on
 
 
@@ -65,11 +69,15 @@ def encode_segment(raw: str) -> str:
         return "~002E"
     if raw == "..":
         return "~002E~002E"
+    if _ALL_SAFE.fullmatch(raw):
+        return raw
     return "".join(chr(unit) if unit in _SAFE_UNITS else _escape(unit) for unit in _code_units(raw))
 
 
 def decode_segment(segment: str) -> str | None:
     """The string :func:`encode_segment` maps to ``segment``, or ``None`` if no string does."""
+    if segment not in (".", "..") and _ALL_SAFE.fullmatch(segment):
+        return segment  # nothing escaped, and encoding it changes nothing
     units: list[int] = []
     i = 0
     while i < len(segment):
@@ -113,6 +121,9 @@ def project_key(cwd: str) -> str:
     """
     if not cwd:
         raise ValueError("cannot encode an empty project path")
+    if _PLAIN_PATH.fullmatch(cwd):  # nothing to escape: only the separator runs change
+        slug = _SEPARATOR_RUN.sub("-", cwd).lstrip("-") or "root"
+        return f"--{slug[:_PROJECT_KEY_LIMIT]}--"
     parts: list[str] = []
     in_separator = False
     for unit in _code_units(cwd):

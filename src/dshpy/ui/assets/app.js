@@ -274,6 +274,7 @@
     view.headBox = head;
     const info = api(API + "/" + encodeURIComponent(id)).then((session) => {
       view.head = session;
+      view.durable = Math.max(view.durable || 0, session.eventCount);
       renderHead(head, session);
       performance.mark("dshpy-head");
       startLive(id, session.eventCount);
@@ -314,6 +315,7 @@
 
   // ---- transcript
   async function transcript(box, id, where) {
+    const durable = view.durable || 0; // events known durable before the read: the page holds them all
     const page = await api(API + "/" + encodeURIComponent(id) + "/transcript", where || {});
     view.transcript = page;
     clear(box);
@@ -331,6 +333,65 @@
         el("button", { onclick: () => transcript(box, id, null) }, "Latest")));
     }
     if (!items.length) box.appendChild(el("p", { class: "muted" }, "No messages yet."));
+    // a streamed answer whose event is durable and on this page is shown by the page now: its draft goes
+    if (view.draft && view.draft.settle !== null && durable > view.draft.settle) view.draft = null;
+    renderDraft();
+  }
+
+  // ---- a streaming answer: a draft card at the transcript's end, replaced by the committed message
+  let drawQueued = false;
+  function scheduleDraft() {
+    if (drawQueued) return;
+    drawQueued = true;
+    requestAnimationFrame(() => { drawQueued = false; renderDraft(); });
+  }
+
+  function renderDraft() {
+    const draft = view && view.draft;
+    const list = view && view.tab === "transcript" && view.transcript && !view.transcript.hasLater && view.body
+      ? view.body.querySelector(".transcript") : null;
+    const rows = view && view.tab === "timeline" && view.timeline && view.timeline.atEnd ? view.timeline.body : null;
+    const where = list || rows;
+    let node = document.getElementById("draft");
+    if (!draft || !where) { if (node) node.remove(); return; }
+    if (!node || node.getAttribute("data-attempt") !== draft.attemptId || node.parentNode !== where) {
+      if (node) node.remove();
+      const streaming = el("span", { class: "streaming" }, "streaming…");
+      const text = el("div", { class: "draft-text" });
+      const reasoning = el("details", { class: "reasoning", hidden: true }, el("summary", {}, "Reasoning"), el("div", { class: "draft-reasoning" }));
+      node = list
+        ? el("div", { class: "msg assistant draft", id: "draft", "data-attempt": draft.attemptId, "aria-live": "polite" },
+          el("div", { class: "who" }, "assistant", el("span", {}, "turn " + draft.turn + " · step " + draft.step), streaming),
+          reasoning, text)
+        // the timeline lists what is logged: the draft is a last row marked as not logged (yet)
+        : el("tr", { class: "draft", id: "draft", "data-attempt": draft.attemptId },
+          el("td", { class: "seq" }, "…"), el("td", { class: "time" }, ""), el("td", { class: "where" }, badge("not logged yet")),
+          el("td", { class: "type" }, el("div", { class: "depth-2" },
+            el("div", {}, "answer streaming · turn " + draft.turn + " · step " + draft.step + " ", streaming), reasoning, text)));
+    }
+    where.appendChild(node); // kept last, after rows appended meanwhile
+    node.querySelector(".streaming").textContent = draft.settle === null ? "streaming…" : "saving…";
+    node.querySelector("details.reasoning").hidden = !draft.reasoning;
+    node.querySelector(".draft-reasoning").textContent = draft.reasoning;
+    node.querySelector(".draft-text").textContent = draft.text;
+  }
+
+  function onStreamFrame(id, frame) {
+    if (!view || view.id !== id) return;
+    if (frame.type === "start") {
+      view.draft = { attemptId: frame.attemptId, turn: frame.turn, step: frame.step, text: "", reasoning: "", settle: null };
+    } else if (!view.draft || frame.attemptId !== view.draft.attemptId) {
+      return;
+    } else if (frame.type === "chunk") {
+      const chunk = frame.chunk || {};
+      if (chunk.type === "text-delta") view.draft.text += chunk.text || "";
+      else if (chunk.type === "reasoning-delta") view.draft.reasoning += chunk.text || "";
+    } else if (frame.type === "end") {
+      // committed: kept until the transcript shows that event; abandoned: gone now
+      if (frame.outcome && frame.outcome.kind === "committed") view.draft.settle = frame.outcome.seq;
+      else view.draft = null;
+    }
+    scheduleDraft();
   }
 
   function textOf(content) {
@@ -617,9 +678,13 @@
           const frame = buffer.slice(0, cut);
           buffer = buffer.slice(cut + 2);
           const data = frame.split("\n").filter((l) => l.startsWith("data: ")).map((l) => l.slice(6)).join("\n");
-          if (!data || frame.startsWith("event:")) continue;
+          const named = frame.match(/^event: (.*)$/m);
+          if (!data) continue;
+          if (named && named[1] === "stream") { onStreamFrame(id, JSON.parse(data)); continue; }
+          if (named) continue;
           const event = JSON.parse(data);
           next = event.seq + 1;
+          if (view && view.id === id) view.durable = next;
           onLiveEvent(id, event);
           clearTimeout(refresh);
           refresh = setTimeout(() => refreshSession(id), 250);
@@ -638,6 +703,9 @@
     if (count) count.textContent = fmtNum(event.seq + 1);
     if (view.tab === "timeline" && view.timeline && view.timeline.atEnd) {
       view.timeline.body.appendChild(timelineRow(id, event, event.surfaceOp ? "current" : "log-only"));
+      // the event that holds a streamed answer is a row now: the draft row goes
+      if (view.draft && view.draft.settle !== null && event.seq >= view.draft.settle) view.draft = null;
+      renderDraft();
     }
   }
 

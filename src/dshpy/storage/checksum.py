@@ -15,6 +15,7 @@ same way (and in the same words) whichever backend stored it.
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable
 
 from dshpy.core.events import SessionEvent
 from dshpy.errors import CorruptSessionError
@@ -77,10 +78,22 @@ def cache_row_crc(session_id: bytes, key: bytes, state_version: int, seq: int, s
     return zlib.crc32(state, zlib.crc32(head))
 
 
-def verified_event(session_id: str, seq: int, body: bytes, crc: int) -> SessionEvent:
-    """The event an ``events`` row holds (``body`` as stored, UTF-8), once its checksum proves the row is as written."""
+def verified_event(
+    session_id: str, seq: int, body: bytes, crc: int, decode: Callable[[bytes], bytes] | None = None
+) -> SessionEvent:
+    """The event an ``events`` row holds (``body`` as stored, UTF-8), once its checksum proves the row is as written.
+
+    ``decode`` turns a stored body back into the event's JSON (the session database
+    compresses bodies, :mod:`dshpy.storage.sqlite_bodies`); the checksum covers the JSON,
+    and a body ``decode`` refuses (``ValueError``) is damage like any other.
+    """
     if type(seq) is not int or type(body) is not bytes or type(crc) is not int:  # a damaged record header
         raise CorruptSessionError(f'session "{session_id}" event {seq!r} is damaged (a column of the wrong type)')
+    if decode is not None:
+        try:
+            body = decode(body)
+        except ValueError as error:
+            raise CorruptSessionError(f'session "{session_id}" event {seq} is damaged ({error})') from None
     if event_row_crc(session_id, seq, body) != crc:
         raise CorruptSessionError(f'session "{session_id}" event {seq} is damaged (checksum mismatch)')
     return parse_stored_event(session_id, seq, body)

@@ -7,8 +7,8 @@ one of:
 
 * plain JSON, as every body was up to schema v5 (it starts with ``{``): what a body
   too small to gain from compression, or stored before this format, stays;
-* ``0x00``, a ULEB128 dictionary number, then a magicless zstd frame (level 3, its
-  decompressed size in the frame header, no checksum of its own): number 0 is no
+* ``0x00``, a ULEB128 dictionary number, then a zstd frame (level 3, its
+  decompressed size in the frame header, no checksum of its own: the row's CRC covers the JSON): number 0 is no
   dictionary, any other number is a row of ``body_dictionaries``.
 
 A store trains its dictionary once, from its own first events, when it holds enough of
@@ -75,7 +75,6 @@ class UnknownDictionary(BodyError):
 def _params() -> zstandard.ZstdCompressionParameters:
     return zstandard.ZstdCompressionParameters.from_level(
         _LEVEL,
-        format=zstandard.FORMAT_ZSTD1_MAGICLESS,
         write_content_size=True,
         write_checksum=False,
         write_dict_id=False,
@@ -135,7 +134,7 @@ class EventBodies:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._decoders: dict[int, zstandard.ZstdDecompressor] = {
-            0: zstandard.ZstdDecompressor(format=zstandard.FORMAT_ZSTD1_MAGICLESS)
+            0: zstandard.ZstdDecompressor()
         }
         self._writer: tuple[bytes, zstandard.ZstdCompressor] | None = None
         """The newest dictionary's body prefix and compressor; ``None`` until the store has one."""
@@ -171,7 +170,7 @@ class EventBodies:
         if type(dictionary) is not bytes or type(crc) is not int or dictionary_crc(number, dictionary) != crc:
             raise BodyError(f"compression dictionary {number} is damaged (checksum mismatch)")
         data = zstandard.ZstdCompressionDict(dictionary, dict_type=zstandard.DICT_TYPE_FULLDICT)
-        decoder = zstandard.ZstdDecompressor(dict_data=data, format=zstandard.FORMAT_ZSTD1_MAGICLESS)
+        decoder = zstandard.ZstdDecompressor(dict_data=data)
         compressor = zstandard.ZstdCompressor(dict_data=data, compression_params=_params())
         with self._lock:
             self._decoders[number] = decoder
@@ -225,8 +224,8 @@ class EventBodies:
             raise UnknownDictionary(number)
         frame = stored[at:]
         try:
-            size = zstandard.get_frame_parameters(frame, format=zstandard.FORMAT_ZSTD1_MAGICLESS).content_size
-            if size > _MAX_BODY:
+            size = zstandard.frame_content_size(frame)
+            if size < 0 or size > _MAX_BODY:  # no size recorded (we always record it), or an impossible one
                 raise BodyError(f"its frame claims {size} bytes")
             with self._lock:
                 return decoder.decompress(frame)

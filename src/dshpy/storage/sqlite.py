@@ -19,6 +19,10 @@ kernel releases it the moment its holder's process dies.
 The file carries ``application_id`` ("DSHP") and ``user_version`` = the number of
 schema migrations applied; a foreign or newer database is refused, never modified.
 
+Event bodies are stored compressed (:mod:`dshpy.storage.sqlite_bodies`: zstd with a
+dictionary the store trains from its own first events, kept in the same file): reads,
+export and search see exactly the JSON that was appended.
+
 Damage is detected, never served: every row carries a CRC-32 of exactly what it
 stores (:mod:`dshpy.storage.checksum`), checked on every read, and each session row
 records its ``next_seq``, so rows lost from the end of a log are an error, not a

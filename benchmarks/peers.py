@@ -17,8 +17,8 @@ as the dsh v4 events of one turn, brackets included). Every store gets the same 
 Measured, each in one run on the same disk (the machine is shared: compare the ratios):
 appends per item and per turn (items/s, p50 and p99 of one durable append), the per-item
 append's p50 over the first 100 items, around 1k and around 10k (cost growth), replay
-(every item read back; dshpy's through a store already open), resume (a fresh handle: open the store and the
-session and load the history; dshpy derives its message list) and bytes per
+(every item read back through a fresh handle; dshpy's store is opened before the clock starts), resume (open a
+fresh handle and load the history; dshpy opens the store and the session and derives its message list) and bytes per
 item on disk after close (and as a multiple of the payload: the items' compact JSON).
 """
 
@@ -52,8 +52,8 @@ class Peer(Protocol):
     def start(self, root: Path) -> None: ...
     def append(self, cycle: Cycle, turn: int, items: tuple[int, ...]) -> None: ...
     def finish(self) -> None: ...
-    def replay(self) -> int: ...
-    def resume(self) -> int: ...
+    def replay(self) -> float: ...
+    def resume(self) -> float: ...
     def files(self) -> list[Path]: ...
 
 
@@ -90,24 +90,28 @@ class DshpyPeer:
         self.session.close()
         self.store.close()
 
-    def replay(self) -> int:
-        return sum(1 for _ in self._reader.read(self.id))
+    def replay(self) -> float:
+        store = dshpy.open_store(self.url)  # a fresh handle (nothing cached), opened before the clock starts
+        try:
+            start = time.perf_counter()
+            read = sum(1 for _ in store.read(self.id))
+            elapsed = time.perf_counter() - start
+        finally:
+            store.close()
+        assert read > 0
+        return elapsed
 
-    def open_reader(self) -> None:
-        self._reader = dshpy.open_store(self.url)
-
-    def close_reader(self) -> None:
-        self._reader.close()
-
-    def resume(self) -> int:
+    def resume(self) -> float:
+        start = time.perf_counter()
         store = dshpy.open_store(self.url)
         try:
             session = store.open(self.id)
-            count = len(session.derive_messages())
+            assert session.derive_messages()
+            elapsed = time.perf_counter() - start
             session.close()
-            return count
         finally:
             store.close()
+        return elapsed
 
     def files(self) -> list[Path]:
         return [p for p in self._location.rglob("*") if p.is_file()]
@@ -143,13 +147,15 @@ class RawSqlitePeer:
     def finish(self) -> None:
         self.db.close()
 
-    def replay(self) -> int:
+    def replay(self) -> float:
+        start = time.perf_counter()
         db = self._connect()
         try:
             rows = db.execute("SELECT body FROM items WHERE session_id = 's' ORDER BY seq").fetchall()
-            return len([orjson.loads(row[0]) for row in rows])
+            assert [orjson.loads(row[0]) for row in rows]
         finally:
             db.close()
+        return time.perf_counter() - start
 
     resume = replay
 
@@ -174,8 +180,10 @@ class RawJsonlPeer:
     def finish(self) -> None:
         self.handle.close()
 
-    def replay(self) -> int:
-        return len([orjson.loads(line) for line in self.path.read_bytes().splitlines()])
+    def replay(self) -> float:
+        start = time.perf_counter()
+        assert [orjson.loads(line) for line in self.path.read_bytes().splitlines()]
+        return time.perf_counter() - start
 
     resume = replay
 
@@ -204,12 +212,14 @@ class AgentsSessionPeer:
     def finish(self) -> None:
         self.session.close()
 
-    def replay(self) -> int:
+    def replay(self) -> float:
+        start = time.perf_counter()
         session = self._kind("s", self.path)
         try:
-            return len(self._loop.run_until_complete(session.get_items()))
+            assert self._loop.run_until_complete(session.get_items())
         finally:
             session.close()
+        return time.perf_counter() - start
 
     resume = replay
 
@@ -256,13 +266,12 @@ def run_appends(peer: Peer, root: Path, made: list[Cycle], per_turn: bool) -> li
     return latencies
 
 
-def best_of(action: Callable[[], int], rounds: int) -> float:
+def best_of(action: Callable[[], float], rounds: int) -> float:
+    """The fastest of ``rounds`` runs of ``action`` (which times itself)."""
     times = []
     for _ in range(rounds):
         gc.collect()
-        start = time.perf_counter()
-        action()
-        times.append(time.perf_counter() - start)
+        times.append(action())
     return min(times)
 
 
@@ -272,12 +281,14 @@ def pct(values: list[float], q: float) -> float:
 
 
 def growth(latencies: list[float]) -> dict[int, float]:
-    """p50 of one per-item append over the first 100 items and the 100 before 1k and 10k (those reached)."""
-    marks = {100: latencies[:100]}
-    for mark in (1_000, 10_000):
+    """p50 of one per-item append over the 100 items around the 100th, 1,000th and 10,000th (those reached; the
+    last 100 for the largest mark reached)."""
+    found: dict[int, float] = {}
+    for mark in (100, 1_000, 10_000):
         if len(latencies) >= mark:
-            marks[mark] = latencies[mark - 100 : mark]
-    return {mark: statistics.median(window) for mark, window in marks.items()}
+            low = max(0, min(mark - 50, len(latencies) - 100))
+            found[mark] = statistics.median(latencies[low : low + 100])
+    return found
 
 
 def main() -> None:
@@ -299,11 +310,7 @@ def main() -> None:
             row["growth"] = growth(per_item)
             per_turn = run_appends(peer, Path(tmp) / "turn", made, per_turn=True)
             row["turn"] = per_turn
-            if isinstance(peer, DshpyPeer):  # replay reads through an open store: opening it is resume's cost
-                peer.open_reader()
             row["replay"] = best_of(peer.replay, args.rounds)
-            if isinstance(peer, DshpyPeer):
-                peer.close_reader()
             row["resume"] = best_of(peer.resume, args.rounds)
             row["bytes"] = sum(p.stat().st_size for p in peer.files())
             results[peer.name] = row

@@ -24,7 +24,8 @@ dictionary the store trains from its own first events, kept in the same file): r
 export and search see exactly the JSON that was appended.
 
 Damage is detected, never served: every row carries a CRC-32 of exactly what it
-stores (:mod:`dshpy.storage.checksum`), checked on every read, and each session row
+holds (:mod:`dshpy.storage.checksum`; an event row's covers its JSON, which a
+compressed body must decompress to), checked on every read, and each session row
 records its ``next_seq``, so rows lost from the end of a log are an error, not a
 shorter session. Every ``sqlite3``/OS error becomes a :class:`~dshpy.StoreError`
 branch in one place (:mod:`dshpy.storage.sqlite_errors`). A database on a read-only

@@ -13,6 +13,7 @@ from typing import Any
 import psycopg
 import pytest
 from psycopg import sql
+from sqlite_v5_layout import events_as_v5
 
 import dshpy
 from dshpy.query import SessionQuery
@@ -73,12 +74,13 @@ def test_a_sqlite_v3_store_is_indexed_when_upgraded(tmp_path: Path) -> None:
     child.close()
     store.close()
     raw = sqlite3.connect(path, isolation_level=None)  # back to schema v3: the store as dshpy wrote it before search
+    events_as_v5(raw)
     for table in ("search_text", "search_keys", "search_state"):
         raw.execute(f"DROP TABLE {table}")
     raw.execute("PRAGMA user_version = 3")
     raw.close()
     upgraded = dshpy.open_store(f"sqlite:///{path}")
-    assert upgraded.schema_version == len(sqlite_module.SCHEMA_MIGRATIONS) == 5
+    assert upgraded.schema_version == len(sqlite_module.SCHEMA_MIGRATIONS) == 6
     ancient = _prompt_seq(upgraded, parent.id, "an ancient grievance")
     assert set(_found(upgraded, "grievance")) == {
         (parent.id, ancient),

@@ -11,6 +11,8 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+from sqlite_v5_layout import events_as_v5
+
 import dshpy
 from dshpy.query import SessionQuery
 from dshpy.storage import sqlite as sqlite_module
@@ -41,6 +43,7 @@ def test_a_v4_store_is_upgraded_with_its_hits(tmp_path: Path) -> None:
     store.close()
     raw = sqlite3.connect(path, isolation_level=None)  # back to schema v4 as it was written: search_docs
     sqlite_module._register_functions(raw)
+    events_as_v5(raw)
     for table in ("search_text", "search_keys", "search_state"):
         raw.execute(f"DROP TABLE {table}")
     for statement in (*SEARCH_SCHEMA, *FILL_FROM_EVENTS):
@@ -50,7 +53,7 @@ def test_a_v4_store_is_upgraded_with_its_hits(tmp_path: Path) -> None:
     raw.close()
 
     upgraded = dshpy.open_store(f"sqlite:///{path}")
-    assert upgraded.schema_version == 5
+    assert upgraded.schema_version == len(sqlite_module.SCHEMA_MIGRATIONS) == 6
     tables = {row[0] for row in sqlite3.connect(path).execute("SELECT name FROM sqlite_schema WHERE type = 'table'")}
     assert "search_docs" not in tables and "search_keys" in tables
     assert {s for s, _ in _found(upgraded, "quick brown fox")} == {"parent", "child"}

@@ -470,7 +470,7 @@ def test_sqlite_v1_database_gains_the_cache_table(tmp_path):
     raw.commit()
     raw.close()
     store = SqliteStore(path)
-    assert store.schema_version == len(SCHEMA_MIGRATIONS) == 5
+    assert store.schema_version == len(SCHEMA_MIGRATIONS) == 6
     build(store)
     assert set(stored_rows(store, "s")) == {d.key for d in default_registry()}
     store.close()

@@ -217,7 +217,7 @@ def test_a_store_written_before_checksums_is_upgraded_and_then_checked(tmp_path)
     path = tmp_path / "old.db"
     parent, child = _old_store(path)
     store = SqliteStore(path)
-    assert store.schema_version == len(SCHEMA_MIGRATIONS) == 5
+    assert store.schema_version == len(SCHEMA_MIGRATIONS) == 6
     for session in (parent, child):  # nothing stored was lost or changed
         assert [encode_event(e, seq_ranges=False) for e in store.read(session.id)] == [
             encode_event(e, seq_ranges=False) for e in session.events

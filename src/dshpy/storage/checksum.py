@@ -27,6 +27,7 @@ __all__ = [
     "EventVerifier",
     "cache_row_crc",
     "check_session_row",
+    "decoded_body",
     "event_row_crc",
     "event_verifier",
     "lost_rows",
@@ -89,12 +90,34 @@ def cache_row_crc(session_id: bytes, key: bytes, state_version: int, seq: int, s
     return zlib.crc32(state, zlib.crc32(head))
 
 
-def verified_event(session_id: str, seq: int, body: bytes, crc: int, cleared: bool = False) -> SessionEvent:
+def verified_event(
+    session_id: str,
+    seq: int,
+    body: bytes,
+    crc: int,
+    cleared: bool = False,
+    decode: Callable[[bytes], bytes] | None = None,
+) -> SessionEvent:
     """The event an ``events`` row holds (``body`` as stored, UTF-8), once its checksum proves the row is as written.
 
-    ``cleared`` as for :func:`~dshpy.storage.base.parse_stored_event`.
+    ``cleared`` as for :func:`~dshpy.storage.base.parse_stored_event`. ``decode`` turns a
+    stored body back into the event's JSON (the session database compresses bodies,
+    :mod:`dshpy.storage.sqlite_bodies`); the checksum covers the JSON.
     """
+    if decode is not None:
+        body = decoded_body(session_id, seq, body, decode)
     return event_verifier(session_id)(seq, body, crc, cleared)
+
+
+def decoded_body(session_id: str, seq: object, body: object, decode: Callable[[bytes], bytes]) -> bytes:
+    """The JSON a stored (possibly compressed) body holds; a body ``decode`` refuses (``ValueError``) is damage
+    like any other, reported naming the row."""
+    if type(body) is not bytes:  # a damaged record header
+        raise CorruptSessionError(f'session "{session_id}" event {seq!r} is damaged (a column of the wrong type)')
+    try:
+        return decode(body)
+    except ValueError as error:
+        raise CorruptSessionError(f'session "{session_id}" event {seq} is damaged ({error})') from None
 
 
 EventVerifier = Callable[[int, bytes, int, bool], SessionEvent]

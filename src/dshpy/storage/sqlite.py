@@ -19,8 +19,13 @@ kernel releases it the moment its holder's process dies.
 The file carries ``application_id`` ("DSHP") and ``user_version`` = the number of
 schema migrations applied; a foreign or newer database is refused, never modified.
 
+Event bodies are stored compressed (:mod:`dshpy.storage.sqlite_bodies`: zstd with a
+dictionary the store trains from its own first events, kept in the same file): reads,
+export and search see exactly the JSON that was appended.
+
 Damage is detected, never served: every row carries a CRC-32 of exactly what it
-stores (:mod:`dshpy.storage.checksum`), checked on every read, and each session row
+holds (:mod:`dshpy.storage.checksum`; an event row's covers its JSON, which a
+compressed body must decompress to), checked on every read, and each session row
 records its ``next_seq``, so rows lost from the end of a log are an error, not a
 shorter session. Every ``sqlite3``/OS error becomes a :class:`~dshpy.StoreError`
 branch in one place (:mod:`dshpy.storage.sqlite_errors`). A database on a read-only
@@ -71,6 +76,7 @@ from dshpy.storage.base import BaseStore, cleared_row, cleared_rows, column_text
 from dshpy.storage.checksum import (
     cache_row_crc,
     check_session_row,
+    decoded_body,
     event_row_crc,
     event_verifier,
     lost_rows,
@@ -84,6 +90,14 @@ from dshpy.storage.page_sql import SQLITE, page_ids_sql
 from dshpy.storage.projection_cache import ProjectionRow
 from dshpy.storage.records import SessionInfo, StoredRecord
 from dshpy.storage.search_records import SearchIndexStatus, TextHits, TextQuery
+from dshpy.storage.sqlite_bodies import (
+    DICTIONARY_SCHEMA,
+    TRAIN_AFTER_EVENTS,
+    BodyError,
+    EventBodies,
+    UnknownDictionary,
+    packed_body,
+)
 from dshpy.storage.sqlite_errors import SqliteErrors, store_error
 from dshpy.storage.sqlite_fts import (
     KEYED_INDEX_MIGRATION,
@@ -150,6 +164,22 @@ SCHEMA_MIGRATIONS: tuple[tuple[str, ...], ...] = (
     ),
     (*SEARCH_SCHEMA, *FILL_FROM_EVENTS),
     KEYED_INDEX_MIGRATION,
+    (
+        "ALTER TABLE events RENAME TO events_v5",
+        """CREATE TABLE events (
+            session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+            seq INTEGER NOT NULL,
+            type TEXT NOT NULL,
+            time INTEGER NOT NULL,
+            body BLOB NOT NULL,
+            crc INTEGER NOT NULL,
+            PRIMARY KEY (session_id, seq)
+        ) STRICT""",
+        "INSERT INTO events (session_id, seq, type, time, body, crc) "
+        "SELECT session_id, seq, type, time, dshpy_packed_body(body), crc FROM events_v5 ORDER BY session_id, seq",
+        "DROP TABLE events_v5",
+        DICTIONARY_SCHEMA,
+    ),
 )
 """Schema migrations; position + 1 is the ``user_version`` a database has after applying it.
 
@@ -158,7 +188,11 @@ SCHEMA_MIGRATIONS: tuple[tuple[str, ...], ...] = (
 ``next_seq`` (rows lost from a log's end are detectable), computed for the rows already
 stored (one pass over the file, once). 4 adds the full-text index (:mod:`dshpy.storage.sqlite_search`) and
 indexes every event already stored. 5 replaces it with a contentless index keyed by (session, seq)
-(:mod:`dshpy.storage.sqlite_fts`): a third of the pages an append's index rows wrote, and no text stored twice."""
+(:mod:`dshpy.storage.sqlite_fts`): a third of the pages an append's index rows wrote, and no text stored twice.
+6 stores bodies compressed (:mod:`dshpy.storage.sqlite_bodies`: zstd, with a dictionary the store trains from its
+own first events, kept in ``body_dictionaries``) in a rowid table: a ``WITHOUT ROWID`` table keeps at most ~1 KB of
+a row in its leaf and spills the rest into an overflow page of its own, mostly empty, where a rowid table keeps up to
+~4 KB in the leaf. Every row is copied once, compressed alone, with its checksum (over the JSON) unchanged."""
 
 _CRC_FUNCTIONS = (
     ("dshpy_session_crc", 7, session_row_crc),
@@ -167,8 +201,19 @@ _CRC_FUNCTIONS = (
 )
 """The checksums as SQL functions, for migration 3's backfill of existing rows."""
 
-_INDEX_FUNCTIONS = (("dshpy_event_text", 1, event_text_sql),)
-"""An event's searchable text as an SQL function, for migration 4's (and a rebuild's) indexing of stored events."""
+
+def _body_functions(bodies: EventBodies) -> tuple[tuple[str, int, Any], ...]:
+    """An event's searchable text as an SQL function, for migration 4's (and a rebuild's, and a deletion's) reading
+    of stored bodies, and migration 6's compression of them."""
+
+    def event_text(body: bytes) -> str | None:
+        try:
+            return event_text_sql(bodies.decode(body))
+        except BodyError:
+            return None  # a damaged row holds no text here; reading it reports it
+
+    return (("dshpy_event_text", 1, event_text), ("dshpy_packed_body", 1, packed_body))
+
 
 _SAVE_ROW = """INSERT INTO projection_cache (session_id, key, state_version, seq, state, identity, crc)
 VALUES (?, ?, ?, ?, ?, ?, ?)
@@ -214,8 +259,8 @@ _KNOWN_TYPES = tuple(sorted(KNOWN_EVENT_TYPES))
 EventRow = tuple[str, int, str, int, bytes, int]
 
 
-def _register_functions(connection: sqlite3.Connection) -> None:
-    for name, arity, function in (*_CRC_FUNCTIONS, *_INDEX_FUNCTIONS):
+def _register_functions(connection: sqlite3.Connection, bodies: EventBodies | None = None) -> None:
+    for name, arity, function in (*_CRC_FUNCTIONS, *_body_functions(bodies or EventBodies())):
         connection.create_function(name, arity, function, deterministic=True)
 
 
@@ -228,7 +273,7 @@ def _normalized_schema(connection: sqlite3.Connection) -> list[tuple[str, str, s
 
 def _reference_schema(version: int) -> list[tuple[str, str, str]]:
     reference = sqlite3.connect(":memory:")
-    _register_functions(reference)
+    _register_functions(reference, EventBodies())
     try:
         for migration in SCHEMA_MIGRATIONS[:version]:
             for statement in migration:
@@ -278,6 +323,10 @@ class SqliteStore(
         self.path = Path(path)
         self.url = f"sqlite:///{self.path}"
         self._lock = threading.RLock()
+        self._bodies = EventBodies()
+        self._untrained = 0
+        """Events stored since the store last looked for (or tried to train) a dictionary: it looks every
+        :data:`TRAIN_AFTER_EVENTS` events (counting those it found stored when it opened) until it has one."""
         with SqliteErrors(self.path, "creating the database"):
             self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             if not self.path.exists():
@@ -295,6 +344,11 @@ class SqliteStore(
             """The write paths' cursor (used under ``_lock`` only): no cursor object is built per statement."""
             self._db.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
             self._prepare_schema()
+            self._bodies.load(self._db)
+            if not self._bodies.has_dictionary:  # events stored already count towards training one
+                (self._untrained,) = self._db.execute(
+                    "SELECT count(*) FROM (SELECT 1 FROM events LIMIT ?)", (TRAIN_AFTER_EVENTS,)
+                ).fetchone()
             if not self.read_only:
                 mode = self._db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
                 if str(mode).lower() != "wal":
@@ -306,6 +360,8 @@ class SqliteStore(
             self._db.close()
             if isinstance(error, sqlite3.Error | OSError | UnicodeDecodeError):
                 raise self._open_error(error) from None
+            if isinstance(error, BodyError):
+                raise CorruptSessionError(f"{self.path} is damaged: {error}") from None
             raise
 
     def _open_error(self, error: BaseException) -> StoreError:
@@ -335,7 +391,7 @@ class SqliteStore(
             db = sqlite3.connect(
                 self.path, timeout=busy_timeout_ms / 1000, isolation_level=None, check_same_thread=False
             )
-        _register_functions(db)
+        _register_functions(db, self._bodies)
         return db
 
     # -- schema -------------------------------------------------------------------------
@@ -375,6 +431,8 @@ class SqliteStore(
                 for statement in SCHEMA_MIGRATIONS[index]:
                     db.execute(statement)
                 db.execute(f"PRAGMA user_version = {index + 1}")
+            if version < latest:  # a later migration's schema change dropped the index's loaded configuration
+                db.execute("SELECT rowid FROM search_text WHERE rowid = 0").fetchall()
             db.execute("COMMIT")
         except BaseException:
             if db.in_transaction:
@@ -432,13 +490,51 @@ class SqliteStore(
     def _lease(self, session_id: str) -> Lease:
         return FileLease.acquire(self.path.with_name(f"{self.path.name}-leases"), session_id)
 
-    @staticmethod
-    def _rows(session_id: str, events: Sequence[SessionEvent]) -> list[EventRow]:
+    def _rows(self, session_id: str, events: Sequence[SessionEvent]) -> list[EventRow]:
+        """The rows of ``events``: each body stored as :mod:`~dshpy.storage.sqlite_bodies` packs it, its checksum
+        over the event's JSON."""
         rows: list[EventRow] = []
+        encode = self._bodies.encode
         for e in events:
             body = encode_event(e, seq_ranges=False)
-            rows.append((session_id, e.seq, column_text(e.type), e.time, body, event_row_crc(session_id, e.seq, body)))
+            crc = event_row_crc(session_id, e.seq, body)
+            rows.append((session_id, e.seq, column_text(e.type), e.time, encode(body), crc))
         return rows
+
+    def _decode_body(self, stored: bytes) -> bytes:
+        """A stored body's JSON; a dictionary another connection trained since this one last looked is read first."""
+        try:
+            return self._bodies.decode(stored)
+        except UnknownDictionary:
+            with self._lock, SqliteErrors(self.path, "reading the compression dictionaries"):
+                self._bodies.load(self._db)
+            return self._bodies.decode(stored)
+
+    def _load_dictionaries(self, db: sqlite3.Connection | sqlite3.Cursor) -> None:
+        """Before a statement whose SQL reads bodies (``dshpy_event_text``): that function cannot query the database
+        itself, so every dictionary stored must already be known."""
+        try:
+            self._bodies.load(db)
+        except BodyError as error:
+            raise CorruptSessionError(f"{self.path} is damaged: {error}") from None
+
+    def _train_dictionary(self, appended: int) -> None:
+        """After an append: until the store has a dictionary, look for one (or train it) every so many events.
+
+        Its own ``FULL``-synchronous transaction, committed before any body uses it (bodies are
+        encoded with a dictionary only once it is stored); a failure leaves bodies compressed alone.
+        """
+        if self._bodies.has_dictionary or self.read_only:
+            return
+        self._untrained += appended
+        if self._untrained < TRAIN_AFTER_EVENTS:
+            return
+        self._untrained = 0
+        with contextlib.suppress(StoreError):  # a busy or full store: the next look tries again
+            with self._write("training the compression dictionary") as db:
+                self._bodies.train(db)
+            with self._lock, SqliteErrors(self.path, "reading the compression dictionaries"):
+                self._load_dictionaries(self._db)
 
     def _insert(self, record: StoredRecord) -> None:
         header = record.header
@@ -463,6 +559,7 @@ class SqliteStore(
                 index_rows(db, new_session_key(db, header.id), texts)
         except sqlite3.IntegrityError as error:
             raise SessionExistsError(f'session "{header.id}" already exists ({error})') from None
+        self._train_dictionary(len(rows))
 
     def _session_row(self, session_id: str) -> tuple[str, str | None, int]:
         """The verified ``(header, base_id, base_count)`` of a session row."""
@@ -521,8 +618,10 @@ class SqliteStore(
                     "SELECT seq, body, crc FROM events WHERE session_id = ? AND seq >= ? ORDER BY seq LIMIT ?",
                     (session_id, expected, _READ_CHUNK),
                 ).fetchall()
-            cleared = cleared_rows([row[1] for row in rows])  # one scan of the chunk for numbers to refuse
-            for seq, body, crc in rows:
+            decode = self._decode_body
+            bodies = [decoded_body(session_id, seq, body, decode) for seq, body, _ in rows]
+            cleared = cleared_rows(bodies)  # one scan of the chunk for numbers to refuse
+            for (seq, _, crc), body in zip(rows, bodies, strict=True):
                 if seq != expected:
                     raise CorruptSessionError(
                         f'session "{session_id}" is missing event {expected} (next stored: {seq})'
@@ -554,7 +653,7 @@ class SqliteStore(
         doing = f'appending to session "{session_id}"'
         report = reporting()
         if report is not None:
-            report.written = sum(len(row[4]) for row in rows)
+            report.written = sum(len(row[4]) for row in rows)  # as stored: compressed
         with self._lock:
             cursor = self._cursor
             self._begin(doing)
@@ -585,10 +684,12 @@ class SqliteStore(
             except BaseException:
                 self._rollback()
                 raise
+        self._train_dictionary(len(rows))
 
     def _remove(self, session_id: str) -> None:
         try:
             with self._write(f'deleting session "{session_id}"') as db:
+                self._load_dictionaries(db)
                 unindex_session(db, session_id)
                 db.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
         except sqlite3.IntegrityError as error:  # a fork was made meanwhile and reads through it
@@ -668,7 +769,7 @@ class SqliteStore(
                     (session_id, from_seq, end, *columns, *_KNOWN_TYPES, chunk),
                 ).fetchall()
             for seq, kind, body, crc in rows:
-                event = verified_event(session_id, seq, body, crc)
+                event = verified_event(session_id, seq, body, crc, decode=self._decode_body)
                 if column_text(event.type) != kind:
                     raise CorruptSessionError(f'session "{session_id}" row {seq} does not hold its indexed event')
                 if event.type in types:
@@ -882,12 +983,14 @@ class SqliteStore(
             db = self._db
             db.execute("BEGIN")
             try:
+                self._load_dictionaries(db)
                 return TextHits(search(db, query), generation(db))
             finally:
                 db.execute("COMMIT")
 
     def _rebuild_search_index(self) -> SearchIndexStatus:
         with self._write("rebuilding the search index") as db:
+            self._load_dictionaries(db)
             rebuild(db)
         return self._search_index_status()
 

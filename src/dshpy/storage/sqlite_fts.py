@@ -33,7 +33,7 @@ from dshpy.core.events import SessionEvent
 from dshpy.log.event_text import event_text, indexable_text
 from dshpy.storage.search_records import TextHit, TextQuery
 from dshpy.storage.search_statement import Dialect, header_conditions, search_statement
-from dshpy.storage.sqlite_search import SQLITE, compile_fts5, event_text_sql, search_with
+from dshpy.storage.sqlite_search import SQLITE, compile_fts5, search_with
 
 __all__ = [
     "KEYED_INDEX_MIGRATION",
@@ -185,11 +185,14 @@ def _key_range(dialect: Dialect, query: TextQuery, *, forks: bool) -> tuple[str,
 
 
 def _text_at(db: sqlite3.Connection, doc: int) -> str:
+    """A hit's text, extracted again from its stored body by the connection's ``dshpy_event_text`` (the body may be
+    compressed: that function is the one that knows how the session database stores it)."""
     row = db.execute(
-        "SELECT e.body FROM search_keys k JOIN events e ON e.session_id = k.session_id AND e.seq = ? WHERE k.key = ?",
+        "SELECT dshpy_event_text(e.body) FROM search_keys k "
+        "JOIN events e ON e.session_id = k.session_id AND e.seq = ? WHERE k.key = ?",
         (doc & _SEQ_MASK, doc >> SEQ_BITS),
     ).fetchone()
-    return (event_text_sql(row[0]) or "") if row is not None else ""
+    return (row[0] or "") if row is not None else ""
 
 
 def _ranked_in_the_index(query: TextQuery, keys: tuple[int, int] | None) -> tuple[str, list[Any]]:

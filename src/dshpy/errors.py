@@ -45,6 +45,10 @@ import their base from here, so this module stays the lowest layer::
     │                             [log.formats.chain]
     ├── ZstdFrameError            a complete zstd frame is damaged; the JSONL backend reports it as
     │                             CorruptSessionError, it never reaches a store's caller [storage.jsonl.zstd_frames]
+    ├── BodyError                 a stored event body the SQLite backend cannot decode; it reports it as
+    │   │                         CorruptSessionError naming the row [storage.sqlite_bodies]
+    │   └── UnknownDictionary     the body needs a compression dictionary this handle has not read yet; the
+    │                             backend loads the store's dictionaries and retries [storage.sqlite_bodies]
     ├── QueryError                a session query was refused; ``.code`` is dsh's SESSION_QUERY_* [query.errors]
     │   ├── InvalidQueryError     the request is malformed (filter, cursor, limit, window, query text) [query.errors]
     │   ├── StaleCursorError      what the cursor paged changed (a session deleted, the index rebuilt) [query.errors]

@@ -32,6 +32,8 @@ import zlib
 
 import zstandard
 
+from dshpy.errors import DshError
+
 __all__ = [
     "DICTIONARY_SCHEMA",
     "BodyError",
@@ -60,7 +62,7 @@ _SAMPLE_EVENTS = 1024
 _DICTIONARY_SIZE = 32 * 1024
 
 
-class BodyError(ValueError):
+class BodyError(DshError, ValueError):
     """A stored body that is not one this module writes (damage): the caller names the row."""
 
 

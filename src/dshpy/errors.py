@@ -45,6 +45,8 @@ import their base from here, so this module stays the lowest layer::
     │                             [log.formats.chain]
     ├── ZstdFrameError            a complete zstd frame is damaged; the JSONL backend reports it as
     │                             CorruptSessionError, it never reaches a store's caller [storage.jsonl.zstd_frames]
+    ├── ResumeError               a stored resume point is unusable; the store replays the log instead, it never
+    │                             reaches a store's caller [log.resume]
     ├── QueryError                a session query was refused; ``.code`` is dsh's SESSION_QUERY_* [query.errors]
     │   ├── InvalidQueryError     the request is malformed (filter, cursor, limit, window, query text) [query.errors]
     │   ├── StaleCursorError      what the cursor paged changed (a session deleted, the index rebuilt) [query.errors]

@@ -153,6 +153,8 @@ class Session:
         """Seq of the open turn's ``turn/start`` (``None`` between turns): where repair and checkpoints look back to."""
         self._inherited = 0
         self._seeded = False
+        self._resumed_at: ResumePoint | None = point
+        """The point this session was resumed from: its last event's fingerprint is known without a read."""
         if point is None:
             self._history = DerivedHistory(self._surface, self._events)
         else:
@@ -231,9 +233,14 @@ class Session:
             if length == 0:
                 return None
             self._history.derive()  # brings the derived prefix to the whole surface
+            known = self._resumed_at
+            if known is not None and known.length == length:
+                last = known.last_event  # nothing appended since: the stored last event need not be read
+            else:
+                last = event_fingerprint(self._events[length - 1])
             return ResumePoint(
                 length=length,
-                last_event=event_fingerprint(self._events[length - 1]),
+                last_event=last,
                 lifecycle=self._lifecycle.copy(),
                 nodes=list(self._surface.nodes),
                 silent=self._history.silent,
@@ -287,6 +294,13 @@ class Session:
     @property
     def next_seq(self) -> int:
         return len(self._events)
+
+    @property
+    def resumed_from(self) -> int | None:
+        """How many events came from the resume point this session was restored from (``None``: its whole log
+        was read). Those events stay in the store until read; ``events`` fetches them on demand."""
+        point = self._resumed_at
+        return None if point is None else point.length
 
     @property
     def inherited_event_count(self) -> int:
@@ -558,6 +572,7 @@ class Session:
         trial._seeded = self._seeded
         trial._request_header_seq = None
         trial._turn_start = self._turn_start
+        trial._resumed_at = None
         trial._listeners = []
         trial._guards = list(self._guards)
         trial.projection_runner = None  # a trial is nobody's live session

@@ -285,7 +285,12 @@ class Session:
 
     @property
     def events(self) -> Sequence[SessionEvent]:
-        """All events, as an immutable snapshot (O(1); later appends do not show in it)."""
+        """All events, as an immutable snapshot (O(1); later appends do not show in it).
+
+        A session a store resumed from its resume point (:attr:`resumed_from`) reads the
+        events before the point from the store when they are indexed, sliced or iterated;
+        they are the same events either way.
+        """
         return LogView(self._events)
 
     def __len__(self) -> int:

@@ -23,10 +23,13 @@ from typing import overload
 from dshpy.core.events import SessionEvent
 from dshpy.errors import CorruptSessionError
 
-__all__ = ["CHUNK_EVENTS", "FetchEvents", "StoredLog"]
+__all__ = ["CHUNK_EVENTS", "FetchEvents", "StoredLog", "StreamEvents"]
 
 FetchEvents = Callable[[int, int], Sequence[SessionEvent]]
 """``fetch(start, stop)``: the stored events with ``start <= seq < stop``, in order (a store's read)."""
+
+StreamEvents = Callable[[int], Iterator[SessionEvent]]
+"""``stream(start)``: the stored events from seq ``start`` on, in order (a store's streaming read)."""
 
 CHUNK_EVENTS = 512
 """Events fetched per read of the stored part: a few ms of decoding, so a random look-up stays cheap."""
@@ -43,12 +46,14 @@ class StoredLog:
     over it is a snapshot exactly as over a list.
     """
 
-    __slots__ = ("_chunks", "_fetch", "_lock", "_session_id", "_stored", "_tail")
+    __slots__ = ("_chunks", "_fetch", "_lock", "_session_id", "_stored", "_stream", "_tail")
 
-    def __init__(self, session_id: str, stored: int, fetch: FetchEvents) -> None:
+    def __init__(self, session_id: str, stored: int, fetch: FetchEvents, stream: StreamEvents | None = None) -> None:
+        """``stream``, when given, serves iteration: one pass of the store's read, not a fetch per chunk."""
         self._session_id = session_id
         self._stored = stored
         self._fetch = fetch
+        self._stream = stream
         self._tail: list[SessionEvent] = []
         self._chunks: OrderedDict[int, Sequence[SessionEvent]] = OrderedDict()
         self._lock = threading.Lock()
@@ -91,8 +96,26 @@ class StoredLog:
 
     def __iter__(self) -> Iterator[SessionEvent]:
         stored = self._stored
-        for number in range((stored + CHUNK_EVENTS - 1) // CHUNK_EVENTS):
-            yield from self._chunk(number)
+        if self._stream is None or stored <= CHUNK_EVENTS:
+            for number in range((stored + CHUNK_EVENTS - 1) // CHUNK_EVENTS):
+                yield from self._chunk(number)
+        else:
+            expected = 0
+            events = self._stream(0)
+            try:
+                for event in events:
+                    if expected == stored:
+                        break
+                    if event.seq != expected:
+                        raise self._changed(expected, stored, [event])
+                    yield event
+                    expected += 1
+            finally:
+                close = getattr(events, "close", None)
+                if close is not None:
+                    close()
+            if expected != stored:
+                raise self._changed(expected, stored, [])
         yield from self._tail
 
     def _range(self, start: int, stop: int) -> list[SessionEvent]:
@@ -121,13 +144,16 @@ class StoredLog:
         stop = min(start + CHUNK_EVENTS, self._stored)
         chunk = tuple(self._fetch(start, stop))
         if len(chunk) != stop - start or any(event.seq != start + i for i, event in enumerate(chunk)):
-            got = ", ".join(str(event.seq) for event in chunk[:3])
-            raise CorruptSessionError(
-                f'session "{self._session_id}": the store no longer holds events {start}..{stop - 1} as it did when '
-                f"the session was opened (read {len(chunk)} events{f' from seq {got}' if chunk else ''})"
-            )
+            raise self._changed(start, stop, chunk)
         with self._lock:
             self._chunks[number] = chunk
             while len(self._chunks) > _KEPT_CHUNKS:
                 self._chunks.popitem(last=False)
         return chunk
+
+    def _changed(self, start: int, stop: int, read: Sequence[SessionEvent]) -> CorruptSessionError:
+        got = f" from seq {read[0].seq}" if read else ""
+        return CorruptSessionError(
+            f'session "{self._session_id}": the store no longer holds events {start}..{stop - 1} as it did when '
+            f"the session was opened (read {len(read)} events{got})"
+        )

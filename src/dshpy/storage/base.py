@@ -76,6 +76,7 @@ from dshpy.storage.lease import Lease
 from dshpy.storage.live_session import assemble_resumed, assemble_session, resume_session
 from dshpy.storage.notices import SessionNotices
 from dshpy.storage.projection_cache import (
+    WRITE_BACK_TAIL,
     ProjectionRow,
     SessionProjections,
     cached_states,
@@ -85,7 +86,7 @@ from dshpy.storage.projection_cache import (
     session_identity,
 )
 from dshpy.storage.records import SessionInfo, StoredRecord
-from dshpy.storage.resume_cache import usable_point
+from dshpy.storage.resume_cache import RESUME_KEY, resume_state, usable_point
 from dshpy.storage.search_records import SearchIndexStatus, TextHits, TextQuery
 from dshpy.storage.search_scan import scan_search
 
@@ -527,11 +528,31 @@ class BaseStore(StorageBackend):
         resumed = self._resume(header, seeds, writer) if header.version == FORMAT_VERSION else None
         if resumed is not None:
             session, closers = resumed
-            return assemble_resumed(
+            session = assemble_resumed(
                 session, closers, writer=writer, seeds=seeds, save_rows=self._store_cache_rows, backend=self._backend
             )
-        header, events = self._load(session_id)
-        return self._assemble(header, events, writer, seeds)
+            read = len(session) - (session.resumed_from or 0)
+        else:
+            header, events = self._load(session_id)
+            session = self._assemble(header, events, writer, seeds)
+            read = len(events)
+        if read >= WRITE_BACK_TAIL and session.pending_count == 0 and header.version == FORMAT_VERSION:
+            self._write_back_point(header, session)
+        return session
+
+    def _write_back_point(self, header: SessionHeader, session: Session) -> None:
+        """Store the resume point of a session that had to read a long log, so that the next open need not.
+
+        Fail-soft, as every cache write: only positions the store holds (the caller checks
+        that nothing is pending), under the session's identity.
+        """
+        try:
+            point = session.resume_point()
+        except DshError as error:  # a lazily read older event turned out damaged: the next reader will say so
+            log.warning("resume point of session %s not written: %s", header.id, error)
+            return
+        if point is not None:
+            self._save_fail_soft(header, {RESUME_KEY: resume_state(point)})
 
     def _resume(
         self, header: SessionHeader, seeds: Mapping[str, CachedState], writer: SessionWriter | None
@@ -556,7 +577,11 @@ class BaseStore(StorageBackend):
 
         try:
             return resume_session(
-                header, point, lambda: StoredLog(session_id, point.length, fetch), tail[1:], writer=writer
+                header,
+                point,
+                lambda: StoredLog(session_id, point.length, fetch, lambda start: self._read_chain(session_id, start)),
+                tail[1:],
+                writer=writer,
             )
         except DshError as error:
             log.info("resume point of session %s not used: the tail does not follow it (%s)", session_id, error)

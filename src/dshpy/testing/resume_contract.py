@@ -231,7 +231,7 @@ class ResumeContract:
         again.close()
 
     def test_the_older_events_are_read_on_demand_like_a_list(self, store: SessionStore) -> None:
-        session = self._closed_session(store, turns=30)
+        session = self._closed_session(store, turns=45)  # more than one chunk: iteration streams
         stored = list(store.read(session.id))
         view = store.inspect(session.id)
         assert view.resumed_from == len(stored)

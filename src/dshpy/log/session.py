@@ -153,8 +153,8 @@ class Session:
         """Seq of the open turn's ``turn/start`` (``None`` between turns): where repair and checkpoints look back to."""
         self._inherited = 0
         self._seeded = False
-        self._resumed_at: ResumePoint | None = point
-        """The point this session was resumed from: its last event's fingerprint is known without a read."""
+        self._resumed_at: tuple[int, str] | None = None if point is None else (point.length, point.last_event)
+        """The length and last event fingerprint of the point this session was resumed from (known without a read)."""
         if point is None:
             self._history = DerivedHistory(self._surface, self._events)
         else:
@@ -233,11 +233,8 @@ class Session:
             if length == 0:
                 return None
             self._history.derive()  # brings the derived prefix to the whole surface
-            known = self._resumed_at
-            if known is not None and known.length == length:
-                last = known.last_event  # nothing appended since: the stored last event need not be read
-            else:
-                last = event_fingerprint(self._events[length - 1])
+            known = self._resumed_at  # nothing appended since the point: the stored last event need not be read
+            last = known[1] if known is not None and known[0] == length else event_fingerprint(self._events[-1])
             return ResumePoint(
                 length=length,
                 last_event=last,
@@ -305,7 +302,7 @@ class Session:
         """How many events came from the resume point this session was restored from (``None``: its whole log
         was read). Those events stay in the store until read; ``events`` fetches them on demand."""
         point = self._resumed_at
-        return None if point is None else point.length
+        return None if point is None else point[0]
 
     @property
     def inherited_event_count(self) -> int:

@@ -24,7 +24,7 @@ from dshpy.log.resume import parse_resume_point
 from dshpy.log.stored_log import StoredLog
 from dshpy.testing.strategies import replay, session_scripts
 
-PROPERTY = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+PROPERTY = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def make_clock() -> Callable[[], int]:

@@ -175,6 +175,21 @@ def events_digest(events: Sequence[SessionEvent]) -> str:
     return digest.hexdigest()
 
 
+@contextmanager
+def _reading_older(session_id: str, point: int) -> Iterator[None]:
+    """Say why a resumed session touched its store when that read fails for a reason other than the data
+    (typically: the store was closed while the session was still used)."""
+    try:
+        yield
+    except StoreError as error:
+        if type(error) is not StoreError:
+            raise
+        raise StoreError(
+            f"{error} (session \"{session_id}\" was resumed at seq {point}: its earlier events are read from the "
+            "store when they are used, so keep the store open while the session is read)"
+        ) from error
+
+
 class _StoreWriter:
     """The writer a live session gets: conditional appends straight into the backend, under its lease."""
 
@@ -573,15 +588,16 @@ class BaseStore(StorageBackend):
             return None
 
         def fetch(start: int, stop: int) -> builtins.list[SessionEvent]:
-            return builtins.list(itertools.islice(self._read_chain(session_id, start), stop - start))
+            with _reading_older(session_id, point.length):
+                return builtins.list(itertools.islice(self._read_chain(session_id, start), stop - start))
+
+        def stream(start: int) -> Iterator[SessionEvent]:
+            with _reading_older(session_id, point.length):
+                yield from self._read_chain(session_id, start)
 
         try:
             return resume_session(
-                header,
-                point,
-                lambda: StoredLog(session_id, point.length, fetch, lambda start: self._read_chain(session_id, start)),
-                tail[1:],
-                writer=writer,
+                header, point, lambda: StoredLog(session_id, point.length, fetch, stream), tail[1:], writer=writer
             )
         except DshError as error:
             log.info("resume point of session %s not used: the tail does not follow it (%s)", session_id, error)

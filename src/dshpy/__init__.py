@@ -58,6 +58,7 @@ from dshpy.log.header import FORMAT_VERSION, SessionHeader
 from dshpy.log.invariants import Lifecycle, validate
 from dshpy.log.messages import Message
 from dshpy.log.repair import interrupted_turn_closers, open_turn_closers
+from dshpy.log.resume import ResumePoint
 from dshpy.log.session import Session
 from dshpy.log.versions import DEFAULT_CHAIN, Migration, MigrationChain
 from dshpy.projections import (
@@ -151,6 +152,7 @@ __all__ = [
     "QueryNotFoundError",
     "ReadOnlySessionError",
     "ReadOnlyStoreError",
+    "ResumePoint",
     "SearchHit",
     "SearchPage",
     "Session",

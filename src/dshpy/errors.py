@@ -49,6 +49,8 @@ import their base from here, so this module stays the lowest layer::
     │   │                         CorruptSessionError naming the row [storage.sqlite_bodies]
     │   └── UnknownDictionary     the body needs a compression dictionary this handle has not read yet; the
     │                             backend loads the store's dictionaries and retries [storage.sqlite_bodies]
+    ├── ResumeError               a stored resume point is unusable; the store replays the log instead, it never
+    │                             reaches a store's caller [log.resume]
     ├── QueryError                a session query was refused; ``.code`` is dsh's SESSION_QUERY_* [query.errors]
     │   ├── InvalidQueryError     the request is malformed (filter, cursor, limit, window, query text) [query.errors]
     │   ├── StaleCursorError      what the cursor paged changed (a session deleted, the index rebuilt) [query.errors]

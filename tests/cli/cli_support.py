@@ -75,12 +75,19 @@ def model_environment(monkeypatch: Any, server: Any) -> None:
 
 
 def stored(store_url: str, session_id: str) -> dshpy.Session:
-    """The session as stored (a read-only view: nothing is repaired or written)."""
+    """The session as stored (a read-only view: nothing is repaired or written), every event loaded.
+
+    Built from the whole stored log rather than by ``inspect``: a view ``inspect`` resumed from the session's
+    resume point reads its older events through the store, which this helper closes before returning.
+    """
     store = dshpy.open_store(store_url)
     try:
-        return store.inspect(session_id)
+        events = list(store.read(session_id))
+        header = store.stat(session_id).header
     finally:
         store.close()
+    closers = dshpy.interrupted_turn_closers(events)
+    return dshpy.Session(header, [*events, *closers], flushed=len(events), read_only=True)
 
 
 def session_id_of(result: Result) -> str:

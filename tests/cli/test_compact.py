@@ -57,12 +57,12 @@ def test_compact_condenses_all_but_the_newest_message(dshpy_cli, model, store, s
     assert request["max_tokens"] == 8_192
     dshpy.validate(events)
     view = dshpy.open_store(store_url)
-    try:
+    try:  # a resumed session derives its older messages from the store on first read: read them while it is open
         messages = view.inspect("demo").derive_messages()
+        assert [m.role for m in messages] == ["system", "user", "assistant"]  # system, checkpoint, the newest answer
+        assert messages[1].data["source"]["kind"] == "compact-checkpoint"
     finally:
         view.close()
-    assert [m.role for m in messages] == ["system", "user", "assistant"]  # system, checkpoint, the newest answer
-    assert messages[1].data["source"]["kind"] == "compact-checkpoint"
 
 
 def test_compact_json(dshpy_cli, model, store):

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from cli_support import stored
 
-import dshpy
 from dshpy.agent.system_prompt import DEFAULT_SYSTEM_PROMPT
 from dshpy.testing.fake_model import FakeModelServer, Reply
 
@@ -21,11 +21,7 @@ def model(monkeypatch):
 
 def _session(store_url, result):
     line = next(line for line in result.stderr.splitlines() if line.startswith("session: "))
-    store = dshpy.open_store(store_url)
-    try:
-        return store.inspect(line.removeprefix("session: "))
-    finally:
-        store.close()
+    return stored(store_url, line.removeprefix("session: "))  # loaded whole: the store is closed before it is read
 
 
 def test_run_on_the_messages_api_with_a_system_file(dshpy_cli, model, store_url, tmp_path):

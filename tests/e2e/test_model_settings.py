@@ -40,8 +40,8 @@ def dshpy_command(*args: str, env: dict[str, str]) -> subprocess.CompletedProces
 
 def attempt_failures(store_url: str, session_id: str) -> list[dict]:
     store = dshpy.open_store(store_url)
-    try:
-        events = store.inspect(session_id).events
+    try:  # read while the store is open: a resumed view reads its older events on demand
+        events = list(store.inspect(session_id).events)
     finally:
         store.close()
     return [e.data["stream"][-1]["chunk"]["reason"]["failure"] for e in events if e.type == "assistant/attempt"]

@@ -39,6 +39,7 @@ from dshpy.storage import projection_cache
 from dshpy.storage.base import StoredRecord
 from dshpy.storage.jsonl import PROJECTION_CACHE_FILENAME, JsonlStore
 from dshpy.storage.projection_cache import ProjectionRow, rows_of, session_identity
+from dshpy.storage.resume_cache import RESUME_KEY
 from dshpy.storage.sqlite import SqliteStore
 from dshpy.testing.builders import TurnScript, attempt_data
 
@@ -138,14 +139,16 @@ def wrong_rows(store: dshpy.BaseStore, session_id: str) -> None:
 def test_rows_are_written_at_close_and_seed_the_next_open(store):
     length = build(store)
     rows = stored_rows(store, "s")
-    assert set(rows) == {d.key for d in default_registry()}
+    assert set(rows) == {d.key for d in default_registry()} | {RESUME_KEY}  # the projections and the resume point
     header = store.stat("s").header
     assert {(row.seq, row.identity) for row in rows.values()} == {(length - 1, session_identity(header))}
 
     session = store.open("s")
     runner = runner_of(session)
     assert runner is not None  # attached by open: the guard is live
-    assert {key: seeding.outcome for key, seeding in runner.seeding.items()} == dict.fromkeys(rows, "cached")
+    assert {key: seeding.outcome for key, seeding in runner.seeding.items()} == dict.fromkeys(
+        set(rows) - {RESUME_KEY}, "cached"
+    )
     assert {seeding.from_seq for seeding in runner.seeding.values()} == {length}  # nothing folded
     assert runner.snapshot() == _fresh(store, "s", None)
     assert state_of(session, STATS).turns == 3
@@ -472,7 +475,7 @@ def test_sqlite_v1_database_gains_the_cache_table(tmp_path):
     store = SqliteStore(path)
     assert store.schema_version == len(SCHEMA_MIGRATIONS) == 6
     build(store)
-    assert set(stored_rows(store, "s")) == {d.key for d in default_registry()}
+    assert set(stored_rows(store, "s")) == {d.key for d in default_registry()} | {RESUME_KEY}
     store.close()
 
 
@@ -489,7 +492,7 @@ def test_postgres_v1_schema_gains_the_cache_table(postgres_url, monkeypatch):
     store = dshpy.open_store(postgres_url)
     assert store.applied_migrations == tuple(m.version for m in postgres_schema.MIGRATIONS[1:])  # 2 and every later one
     build(store)
-    assert set(stored_rows(store, "s")) == {d.key for d in default_registry()}
+    assert set(stored_rows(store, "s")) == {d.key for d in default_registry()} | {RESUME_KEY}
     store.close()
 
 
@@ -538,7 +541,7 @@ def test_sqlite_rows_that_do_not_parse_are_no_rows(tmp_path):
     build(store)
     with store._write() as db:
         db.execute("UPDATE projection_cache SET state = '{torn' WHERE key IN ('stats', 'title')")
-    assert set(stored_rows(store, "s")) == {d.key for d in default_registry()} - {"stats", "title"}
+    assert set(stored_rows(store, "s")) == {d.key for d in default_registry()} - {"stats", "title"} | {RESUME_KEY}
     [listed] = store.list_projections(["stats", "title", "lifecycle"])
     assert {"as_of_seq": listed.as_of_seq, "values": listed.values} == _fresh(
         store, "s", ["stats", "title", "lifecycle"]

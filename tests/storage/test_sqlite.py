@@ -124,7 +124,13 @@ def test_damaged_event_row_names_the_seq(db_path):
     session.close()
     store._db.execute("UPDATE events SET body = ? WHERE session_id = ? AND seq = 5", (b"{not json", session.id))
     with pytest.raises(dshpy.CorruptSessionError, match="event 5 is damaged"):
-        store.open(session.id)
+        list(store.read(session.id))
+    # open() resumes from the point close() wrote and reads only the tail: the damage shows when event 5 is read
+    with store.open(session.id) as opened, pytest.raises(dshpy.CorruptSessionError, match="event 5 is damaged"):
+        list(opened.events)
+    store._db.execute("DELETE FROM projection_cache WHERE session_id = ?", (session.id,))
+    with pytest.raises(dshpy.CorruptSessionError, match="event 5 is damaged"):
+        store.open(session.id)  # without a resume point, open() reads and checks every event
     store._db.execute("DELETE FROM events WHERE session_id = ? AND seq = 5", (session.id,))
     with pytest.raises(dshpy.CorruptSessionError, match="missing event 5"):
         list(store.read(session.id))

@@ -83,6 +83,7 @@ EXPECTED = (
         "Migration",
         "MigrationChain",
         "ReadOnlySessionError",
+        "ResumePoint",
         "Session",
         "SessionEvent",
         "SessionExistsError",

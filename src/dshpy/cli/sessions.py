@@ -31,8 +31,9 @@ from dshpy.core.events import SessionEvent
 from dshpy.core.ids import check_session_id
 from dshpy.core.json import dumps, loads, thaw
 from dshpy.core.vocabulary import KNOWN_EVENT_TYPES
-from dshpy.errors import LifecycleError
+from dshpy.errors import CorruptSessionError, EventError, LifecycleError
 from dshpy.log.header import FORMAT_VERSION
+from dshpy.log.invariants import validate
 from dshpy.projections.builtins.lifecycle import LIFECYCLE, SESSION_STATE_TYPE, SessionState
 from dshpy.projections.builtins.title import TITLE
 from dshpy.projections.runner import state_of
@@ -489,6 +490,11 @@ def repair(state: AppState, session_id: str, dry_run: bool) -> None:
     started, else TOOL_NOT_STARTED), then step/end and turn/end {kind: interrupted}.
     """
     store = state.open_store(create=False)
+    # open() reads only the tail after the session's resume point: a repair checks every stored event first
+    try:
+        validate(store.read(session_id))
+    except EventError as error:
+        raise CorruptSessionError(f'stored session "{session_id}" failed validation: {error}') from error
     if dry_run:
         view = store.inspect(session_id)
         closers = list(view.events[len(view) - view.pending_count :])

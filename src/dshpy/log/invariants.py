@@ -66,14 +66,14 @@ class OpenCompaction:
     summarized: bool = False
 
 
-def orphan_compactions(events: Iterable[SessionEvent]) -> set[int]:
+def orphan_compactions(events: Iterable[SessionEvent], pending: int | None = None) -> set[int]:
     """Seqs of ``compaction/start`` brackets still open when a ``session/end-seed`` arrived.
 
     A crash can leave a bracket open; the next process marks its start with an
-    end-seed, after which turns may cross the stale bracket.
+    end-seed, after which turns may cross the stale bracket. ``pending`` is the start
+    of a bracket open before ``events`` (when they are the tail of a log).
     """
     orphans: set[int] = set()
-    pending: int | None = None
     for event in events:
         if event.type == "compaction/start":
             pending = event.seq

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar, overload
+from typing import Any, Generic, TypeVar, cast, overload
 
 from dshpy.core.events import SessionEvent
 from dshpy.core.json import JsonValue, thaw
@@ -102,7 +102,8 @@ class LogView(Sequence[T], Generic[T]):
 
     __slots__ = ("_items", "_length")
 
-    def __init__(self, items: list[T], length: int | None = None) -> None:
+    def __init__(self, items: Sequence[T], length: int | None = None) -> None:
+        """``items`` is a list, or a list-like that only grows and slices into lists (a lazily read log)."""
         self._items = items
         self._length = len(items) if length is None else length
 
@@ -115,7 +116,7 @@ class LogView(Sequence[T], Generic[T]):
     def __getitem__(self, index: slice) -> list[T]: ...
     def __getitem__(self, index: int | slice) -> T | list[T]:
         if isinstance(index, slice):
-            return self._items[slice(*index.indices(self._length))]  # copies the slice only
+            return cast("list[T]", self._items[slice(*index.indices(self._length))])  # copies the slice only
         if index < 0:
             index += self._length
         if not 0 <= index < self._length:

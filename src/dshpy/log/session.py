@@ -35,6 +35,8 @@ from dshpy.log.header import SessionHeader
 from dshpy.log.history import DerivedHistory
 from dshpy.log.invariants import Lifecycle, orphan_compactions
 from dshpy.log.messages import LogView, Message
+from dshpy.log.resume import ResumePoint, event_fingerprint, nodes_with_messages
+from dshpy.log.stored_log import StoredLog
 from dshpy.log.surface import Surface
 
 __all__ = ["AppendGuard", "EventListener", "ProjectionReader", "Session", "SessionWriter", "read_projections_with"]
@@ -124,14 +126,47 @@ class Session:
         ``flushed`` is how many of ``events`` are already durable (default: all of
         them); the rest are pending until :meth:`flush`.
         """
+        self._setup(header, [], writer=writer, read_only=read_only, clock=clock)
+        restored = list(events)
+        self._lifecycle.orphans = orphan_compactions(restored)
+        for event in restored:
+            self._admit(event, restoring=True)
+        self._finish_restore(flushed)
+
+    def _setup(
+        self,
+        header: SessionHeader,
+        log: list[SessionEvent],
+        *,
+        writer: SessionWriter | None,
+        read_only: bool,
+        clock: Callable[[], int],
+        point: ResumePoint | None = None,
+    ) -> None:
+        """The empty state every session starts from (``point``: the state after the events ``log`` holds)."""
         self._header = header
-        self._events: list[SessionEvent] = []
+        self._events: list[SessionEvent] = log
         self._surface = Surface()
         self._lifecycle = Lifecycle()
-        self._history = DerivedHistory(self._surface, self._events)
-        self._request_header: Any = None
+        self._request_header_seq: int | None = None
+        self._turn_start: int | None = None
+        """Seq of the open turn's ``turn/start`` (``None`` between turns): where repair and checkpoints look back to."""
         self._inherited = 0
         self._seeded = False
+        self._resumed_at: tuple[int, str] | None = None if point is None else (point.length, point.last_event)
+        """The length and last event fingerprint of the point this session was resumed from (known without a read)."""
+        if point is None:
+            self._history = DerivedHistory(self._surface, self._events)
+        else:
+            self._surface.nodes = list(point.nodes)
+            self._surface.protected_head = point.protected_head
+            self._lifecycle = point.lifecycle.copy()
+            self._request_header_seq = point.request_header_seq
+            self._turn_start = point.turn_start
+            self._inherited = point.inherited
+            self._seeded = point.seeded
+            messages = nodes_with_messages(point.nodes, point.silent)
+            self._history = DerivedHistory.resumed(self._surface, self._events, messages, point.silent)
         self._listeners: list[EventListener] = []
         self._guards: list[AppendGuard] = []
         self.projection_runner: object | None = None
@@ -147,16 +182,85 @@ class Session:
         self._io = threading.RLock()
         self._write_behind_s: float | None = None
         self._timer: threading.Timer | None = None
-        restored = list(events)
-        self._lifecycle.orphans = orphan_compactions(restored)
-        for event in restored:
-            self._admit(event, restoring=True)
+
+    def _finish_restore(self, flushed: int | None) -> None:
         self._flushed = len(self._events) if flushed is None else flushed
-        if header.is_seeded != self._seeded:
+        if self._header.is_seeded != self._seeded:
             raise EventError(
-                f'session "{header.id}": header isSeeded={header.is_seeded} disagrees with its '
+                f'session "{self._header.id}": header isSeeded={self._header.is_seeded} disagrees with its '
                 "inherited end-seed marker"
             )
+
+    @classmethod
+    def resumed(
+        cls,
+        header: SessionHeader,
+        point: ResumePoint,
+        older: StoredLog,
+        tail: Iterable[SessionEvent],
+        *,
+        writer: SessionWriter | None = None,
+        flushed: int | None = None,
+        read_only: bool = False,
+        clock: Callable[[], int] = _now_ms,
+    ) -> Session:
+        """A session restored from ``point`` plus the ``tail`` of events after it, validated one by one.
+
+        ``older`` reads the events before the point from the store, on demand (it holds
+        exactly ``point.length`` of them); the session appends to it. The result behaves
+        exactly as ``Session(header, every event)`` would, provided ``point`` is that
+        session's :meth:`resume_point` at ``point.length`` — which the caller must have
+        checked (a store ties it to the log's identity and last event).
+        """
+        if len(older) != point.length:
+            raise ValueError(f"the stored log holds {len(older)} events, the resume point {point.length}")
+        session = cls.__new__(cls)
+        session._setup(
+            header, cast("list[SessionEvent]", older), writer=writer, read_only=read_only, clock=clock, point=point
+        )
+        restored = list(tail)
+        compaction = session._lifecycle.compaction
+        session._lifecycle.orphans |= orphan_compactions(restored, None if compaction is None else compaction.seq)
+        for event in restored:
+            session._admit(event, restoring=True)
+        session._finish_restore(flushed)
+        return session
+
+    def resume_point(self) -> ResumePoint | None:
+        """This session's state as a :class:`ResumePoint` (``None`` for an empty log), for a store to keep."""
+        with self._io:
+            length = len(self._events)
+            if length == 0:
+                return None
+            self._history.derive()  # brings the derived prefix to the whole surface
+            known = self._resumed_at  # nothing appended since the point: the stored last event need not be read
+            last = known[1] if known is not None and known[0] == length else event_fingerprint(self._events[-1])
+            return ResumePoint(
+                length=length,
+                last_event=last,
+                lifecycle=self._lifecycle.copy(),
+                nodes=list(self._surface.nodes),
+                silent=self._history.silent,
+                protected_head=self._surface.protected_head,
+                request_header_seq=self._request_header_seq,
+                inherited=self._inherited,
+                seeded=self._seeded,
+                turn_start=self._turn_start,
+            )
+
+    @property
+    def repair_window_start(self) -> int:
+        """The first seq crash repair has to read: the open turn's ``turn/start`` or open compaction's start.
+
+        Before it the log is balanced, so closers computed from the events from here on
+        are the closers of the whole log. The log's length when nothing is open.
+        """
+        starts = [len(self._events)]
+        if self._turn_start is not None:
+            starts.append(self._turn_start)
+        if self._lifecycle.compaction is not None:
+            starts.append(self._lifecycle.compaction.seq)
+        return min(starts)
 
     @classmethod
     def new(
@@ -178,7 +282,12 @@ class Session:
 
     @property
     def events(self) -> Sequence[SessionEvent]:
-        """All events, as an immutable snapshot (O(1); later appends do not show in it)."""
+        """All events, as an immutable snapshot (O(1); later appends do not show in it).
+
+        A session a store resumed from its resume point (:attr:`resumed_from`) reads the
+        events before the point from the store when they are indexed, sliced or iterated;
+        they are the same events either way.
+        """
         return LogView(self._events)
 
     def __len__(self) -> int:
@@ -187,6 +296,13 @@ class Session:
     @property
     def next_seq(self) -> int:
         return len(self._events)
+
+    @property
+    def resumed_from(self) -> int | None:
+        """How many events came from the resume point this session was restored from (``None``: its whole log
+        was read). Those events stay in the store until read; ``events`` fetches them on demand."""
+        point = self._resumed_at
+        return None if point is None else point[0]
 
     @property
     def inherited_event_count(self) -> int:
@@ -232,7 +348,8 @@ class Session:
 
     def request_header(self) -> Any:
         """The ``header`` of the latest ``request/header`` event, or ``None`` before the first."""
-        return self._request_header
+        seq = self._request_header_seq
+        return None if seq is None else self._events[seq].data["header"]
 
     # -- writing ------------------------------------------------------------------
 
@@ -455,7 +572,9 @@ class Session:
         trial._lifecycle = self._lifecycle.copy()
         trial._inherited = self._inherited
         trial._seeded = self._seeded
-        trial._request_header = None
+        trial._request_header_seq = None
+        trial._turn_start = self._turn_start
+        trial._resumed_at = None
         trial._listeners = []
         trial._guards = list(self._guards)
         trial.projection_runner = None  # a trial is nobody's live session
@@ -499,7 +618,11 @@ class Session:
         self._lifecycle.apply(event)
         if known:
             if kind == "request/header":
-                self._request_header = event.data["header"]
+                self._request_header_seq = seq
+            elif kind == "turn/start":
+                self._turn_start = seq
+            elif kind == "turn/end":
+                self._turn_start = None
             elif kind == "session/end-seed" and event.data.get("inherited") is True:
                 self._inherited = seq
                 self._seeded = True

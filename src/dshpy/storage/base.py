@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import builtins
 import hashlib
+import itertools
 import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -47,7 +48,9 @@ from dshpy.errors import (
 )
 from dshpy.log.fork import plan_fork
 from dshpy.log.header import FORMAT_VERSION, SessionHeader
+from dshpy.log.resume import event_fingerprint
 from dshpy.log.session import Session, SessionWriter
+from dshpy.log.stored_log import StoredLog
 from dshpy.log.versions import DEFAULT_CHAIN
 from dshpy.projections.checkpoint import CachedState
 from dshpy.projections.definition import ProjectionDefinition
@@ -73,9 +76,10 @@ from dshpy.storage.delegation import DEFAULT_MAX_DELEGATION_DEPTH, check_delegat
 from dshpy.storage.follow import StopSignal, check_follow_args, check_from_seq, poll_follow
 from dshpy.storage.lease import Lease
 from dshpy.storage.listing_page import PageRequest
-from dshpy.storage.live_session import assemble_session
+from dshpy.storage.live_session import assemble_resumed, assemble_session, resume_session
 from dshpy.storage.notices import SessionNotices
 from dshpy.storage.projection_cache import (
+    WRITE_BACK_TAIL,
     ProjectionRow,
     SessionProjections,
     cached_states,
@@ -85,6 +89,7 @@ from dshpy.storage.projection_cache import (
     session_identity,
 )
 from dshpy.storage.records import SessionInfo, StoredRecord
+from dshpy.storage.resume_cache import RESUME_KEY, resume_state, usable_point
 from dshpy.storage.search_records import SearchIndexStatus, TextHits, TextQuery
 from dshpy.storage.search_scan import scan_search
 
@@ -198,6 +203,21 @@ def events_digest(events: Sequence[SessionEvent]) -> str:
         digest.update(encode_event(event, seq_ranges=False))
         digest.update(b"\n")
     return digest.hexdigest()
+
+
+@contextmanager
+def _reading_older(session_id: str, point: int) -> Iterator[None]:
+    """Say why a resumed session touched its store when that read fails for a reason other than the data
+    (typically: the store was closed while the session was still used)."""
+    try:
+        yield
+    except StoreError as error:
+        if type(error) is not StoreError:
+            raise
+        raise StoreError(
+            f"{error} (session \"{session_id}\" was resumed at seq {point}: its earlier events are read from the "
+            "store when they are used, so keep the store open while the session is read)"
+        ) from error
 
 
 class _StoreWriter:
@@ -565,8 +585,7 @@ class BaseStore(StorageBackend):
         # taken before reading: a locking backend reads what it owns
         writer = self.notices.watch(self._live_writer(session_id))
         try:
-            header, events = self._load(session_id)
-            session = self._assemble(header, events, writer, self._cached_states(header))
+            session = self._load_session(session_id, writer)
         except BaseException:
             writer.close()
             raise
@@ -576,8 +595,85 @@ class BaseStore(StorageBackend):
 
     def inspect(self, session_id: str) -> Session:
         """A read-only view; an interrupted turn shows closed, but nothing is written."""
-        header, events = self._load(session_id)
-        return self._assemble(header, events, None, self._cached_states(header))
+        return self._load_session(session_id, None)
+
+    def _load_session(self, session_id: str, writer: SessionWriter | None) -> Session:
+        """The session from its resume point and the tail after it when the point is usable, else from its whole log.
+
+        Both give the same session (see :mod:`dshpy.storage.resume_cache`); the first
+        reads only the tail and leaves the older events in the store until read.
+        """
+        self._check_id(session_id)
+        header = self._header(session_id)
+        DEFAULT_CHAIN.plan(header.version, session_id)
+        seeds = self._cached_states(header)
+        resumed = self._resume(header, seeds, writer) if header.version == FORMAT_VERSION else None
+        if resumed is not None:
+            session, closers = resumed
+            session = assemble_resumed(
+                session, closers, writer=writer, seeds=seeds, save_rows=self._store_cache_rows, backend=self._backend
+            )
+            read = len(session) - (session.resumed_from or 0)
+        else:
+            header, events = self._load(session_id)
+            session = self._assemble(header, events, writer, seeds)
+            read = len(events)
+        if read >= WRITE_BACK_TAIL and session.pending_count == 0 and header.version == FORMAT_VERSION:
+            self._write_back_point(header, session)
+        return session
+
+    def _write_back_point(self, header: SessionHeader, session: Session) -> None:
+        """Store the resume point of a session that had to read a long log, so that the next open need not.
+
+        Fail-soft, as every cache write: only positions the store holds (the caller checks
+        that nothing is pending), under the session's identity.
+        """
+        try:
+            point = session.resume_point()
+        except DshError as error:  # a lazily read older event turned out damaged: the next reader will say so
+            log.warning("resume point of session %s not written: %s", header.id, error)
+            return
+        if point is not None:
+            self._save_fail_soft(header, {RESUME_KEY: resume_state(point)})
+
+    def _resume(
+        self, header: SessionHeader, seeds: Mapping[str, CachedState], writer: SessionWriter | None
+    ) -> tuple[Session, builtins.list[SessionEvent]] | None:
+        """The session restored from its resume point, and its repair; ``None`` when the point is missing or unusable.
+
+        The tail is read from the point's last event on, whose fingerprint must be the
+        point's; a tail that does not validate on top of the point also means "not
+        usable" (the whole log then decides whether the session is corrupt).
+        """
+        session_id = header.id
+        point = usable_point(session_id, seeds, self._length(session_id))
+        if point is None:
+            return None
+        tail = builtins.list(self._read_chain(session_id, point.length - 1))
+        if not tail or tail[0].seq != point.length - 1 or event_fingerprint(tail[0]) != point.last_event:
+            log.info("resume point of session %s not used: the log is not the one it was taken from", session_id)
+            return None
+
+        def fetch(start: int, stop: int) -> builtins.list[SessionEvent]:
+            with _reading_older(session_id, point.length):
+                return builtins.list(itertools.islice(self._read_chain(session_id, start), stop - start))
+
+        def stream(start: int) -> Iterator[SessionEvent]:
+            with _reading_older(session_id, point.length):
+                yield from self._read_chain(session_id, start)
+
+        try:
+            return resume_session(
+                header, point, lambda: StoredLog(session_id, point.length, fetch, stream), tail[1:], writer=writer
+            )
+        except DshError as error:
+            log.info("resume point of session %s not used: the tail does not follow it (%s)", session_id, error)
+            return None
+
+    @property
+    def _backend(self) -> str:
+        """The backend's name for :func:`~dshpy.storage.live_session.observe_writers` observers (its URL scheme)."""
+        return self.url.split(":", 1)[0] or type(self).__name__
 
     def _assemble(
         self,
@@ -594,7 +690,7 @@ class BaseStore(StorageBackend):
             seeds=seeds,
             save_rows=self._store_cache_rows,
             restore=self._restore,
-            backend=self.url.split(":", 1)[0] or type(self).__name__,
+            backend=self._backend,
         )
 
     # -- projections --------------------------------------------------------------------

@@ -11,7 +11,9 @@ A :class:`~dshpy.log.session.Session` a store hands out is more than its log:
   to the store, never ahead of what the store acknowledged.
 
 :func:`assemble_session` builds exactly that, for ``create``, ``open``, ``inspect``
-and ``fork`` (which opens) alike. The parts of a live session are held by one
+and ``fork`` (which opens) alike; :func:`resume_session` and :func:`assemble_resumed`
+do the same for a session restored from its resume point and the tail after it
+(:mod:`dshpy.storage.resume_cache`), whose older events stay in the store. The parts of a live session are held by one
 :class:`SessionOwner`, which the session writes through: it lives exactly as long as
 the session does, and holds nothing that points back at it.
 
@@ -28,12 +30,22 @@ from typing import Any, Protocol
 from dshpy.core.events import SessionEvent
 from dshpy.log.header import SessionHeader
 from dshpy.log.repair import interrupted_turn_closers
+from dshpy.log.resume import ResumePoint
 from dshpy.log.session import Session, SessionWriter
+from dshpy.log.stored_log import StoredLog
 from dshpy.projections.checkpoint import CachedState
 from dshpy.projections.runner import ProjectionRunner, attach
 from dshpy.storage.projection_cache import CacheCheckpoints, SaveRows
 
-__all__ = ["RestoreSession", "SessionOwner", "WriterObserver", "assemble_session", "observe_writers"]
+__all__ = [
+    "RestoreSession",
+    "SessionOwner",
+    "WriterObserver",
+    "assemble_resumed",
+    "assemble_session",
+    "observe_writers",
+    "resume_session",
+]
 
 WriterObserver = Callable[[Session, SessionWriter, str], SessionWriter]
 """``observer(session, writer, backend)``: the writer ``session`` should flush through — ``writer``, or one wrapping it.
@@ -131,6 +143,58 @@ def assemble_session(
     checkpoints = CacheCheckpoints(header, len(stored), save_rows)  # their clock starts with the log as read
     session = restore(header, stored)
     closers = interrupted_turn_closers(stored)  # only for a log that validated
+    return _go_live(session, closers, writer, seeds, checkpoints, backend)
+
+
+def resume_session(
+    header: SessionHeader,
+    point: ResumePoint,
+    older: Callable[[], StoredLog],
+    tail: list[SessionEvent],
+    *,
+    writer: SessionWriter | None,
+) -> tuple[Session, list[SessionEvent]]:
+    """The session over ``point`` plus ``tail`` (validated), and the closers its crash repair needs.
+
+    ``older()`` makes a fresh reader of the events before the point. A view (no
+    ``writer``) shows the closers without writing them: it is restored again with them
+    as unflushed events, which happens only when a turn was left open. Raises what
+    validating the tail raises; the caller then reads the whole log instead.
+    """
+    session = Session.resumed(header, point, older(), tail, read_only=writer is None)
+    closers = interrupted_turn_closers(session.events[session.repair_window_start :])
+    if writer is None and closers:
+        stored = point.length + len(tail)
+        session = Session.resumed(header, point, older(), [*tail, *closers], flushed=stored, read_only=True)
+    return session, closers
+
+
+def assemble_resumed(
+    session: Session,
+    closers: list[SessionEvent],
+    *,
+    writer: SessionWriter | None,
+    seeds: Mapping[str, CachedState] | None,
+    save_rows: SaveRows,
+    backend: str = "",
+) -> Session:
+    """:func:`assemble_session` for a session :func:`resume_session` restored (``closers``: its repair)."""
+    if writer is None:
+        attach(session, cached=seeds)
+        return session
+    checkpoints = CacheCheckpoints(session.header, len(session), save_rows)
+    return _go_live(session, closers, writer, seeds, checkpoints, backend)
+
+
+def _go_live(
+    session: Session,
+    closers: list[SessionEvent],
+    writer: SessionWriter,
+    seeds: Mapping[str, CachedState] | None,
+    checkpoints: CacheCheckpoints,
+    backend: str,
+) -> Session:
+    """Append the repair, put the owner (writer, runner, checkpoints) in place, and make the repair durable."""
     if closers:
         session.append_events(closers)
     for observer in tuple(_observers):

@@ -19,6 +19,8 @@ Writers keep the cache from ever leading the durable log: a live session's check
 the store has already acknowledged (``seq`` < the durable length), and only at turn
 ends (a flushed batch holding ``turn/end``) that are at least :data:`CHECKPOINT_EVENTS`
 events or :data:`CHECKPOINT_SECONDS` after the last rows, and when the session closes.
+The session's resume point (:mod:`dshpy.storage.resume_cache`) is written with them, as
+one more row at the same seq.
 A crash between the flush and the cache write loses nothing but a shortcut; the rows a
 crashed writer leaves are at most that far behind, which a reader folds in a few ms. Cold readers
 (:meth:`BaseStore.projections`, listing) fold from the rows and the stored tail, and
@@ -44,6 +46,7 @@ from dshpy.projections.checkpoint import CachedState, restore, restore_floor, us
 from dshpy.projections.definition import ProjectionDefinition
 from dshpy.projections.runner import ProjectionRunner, Snapshot
 from dshpy.storage.records import SessionInfo
+from dshpy.storage.resume_cache import RESUME_KEY, resume_state
 
 __all__ = [
     "CHECKPOINT_EVENTS",
@@ -258,12 +261,16 @@ class CacheCheckpoints:
         """Checkpoint ``runner`` into the cache now, if that is safe; returns whether rows were written."""
         try:
             rows = runner.checkpoint()
+            session = runner.session
+            point = None if session is None else session.resume_point()
         except Exception:  # a projection that cannot fold or dump an event must not fail the flush that made it durable
             log.exception("projection cache of session %s not written: a projection failed", self._header.id)
             return False
         if not rows:
             return False
         seq = next(iter(rows.values())).seq
+        if point is not None and point.length - 1 == seq:
+            rows[RESUME_KEY] = resume_state(point)
         mark = (seq, tuple(rows))
         if seq >= self._durable or mark == self._saved:
             return False  # ahead of the durable log (a flush failed or is pending), or already written

@@ -44,6 +44,7 @@ from dshpy.log.session import Session
 from dshpy.storage.contract import SessionStore
 from dshpy.storage.listing_page import PageRequest
 from dshpy.testing.builders import TurnScript, assistant_data, user_message
+from dshpy.testing.resume_contract import ResumeContract
 from dshpy.testing.search_contract import SearchContract
 
 __all__ = ["StoreContract"]
@@ -84,11 +85,12 @@ def _open_turn_with_started_call(session: Session) -> int:
     return call.seq
 
 
-class StoreContract(SearchContract):
+class StoreContract(SearchContract, ResumeContract):
     """Behaviour every backend must show. Subclasses provide the ``store`` fixture.
 
     The session-query tests (search, listing, reading, tracing) come from
-    :class:`~dshpy.testing.search_contract.SearchContract`.
+    :class:`~dshpy.testing.search_contract.SearchContract`; opening from a resume point
+    from :class:`~dshpy.testing.resume_contract.ResumeContract`.
     """
 
     def reopen(self, store: SessionStore) -> SessionStore:

@@ -67,20 +67,28 @@ def _writer(url: str, session_id: str, ack_fd: int, seed: int) -> None:
         script.turn(steps=rng.randint(1, 3), tools_per_step=rng.randint(1, 2))
 
 
-def _backend_pids(url: str) -> set[int]:
-    """PostgreSQL's server processes for the test database (empty for the other stores)."""
+def _writer_backends(url: str, writer_pid: int) -> set[int]:
+    """PostgreSQL's server processes that may be serving the writer (empty for the other stores).
+
+    Only this test's store can own them: its pool connections are named after the test's own schema
+    (``dshpy:<schema>``) and the writer's lease connection after the writer's pid. Other tests, other
+    pytest workers and other programs on the same database are never waited for.
+    """
     if not url.startswith("postgresql:"):
         return set()
     import psycopg
 
+    schema = url.rsplit("schema=", 1)[1].split("&", 1)[0]
     with psycopg.connect(url.split("?", 1)[0], autocommit=True) as db:
         rows = db.execute(
             "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            " AND (application_name = %s OR application_name LIKE %s)",
+            (f"dshpy:{schema}", f"dshpy-lease pid={writer_pid} %"),
         ).fetchall()
     return {row[0] for row in rows}
 
 
-def _wait_for_orphans(url: str, before: set[int]) -> None:
+def _wait_for_orphans(url: str, writer_pid: int, before: set[int]) -> None:
     """Wait until the killed writer's PostgreSQL backends are gone.
 
     SIGKILL ends the client, not the server process serving it: a statement the writer had
@@ -88,13 +96,13 @@ def _wait_for_orphans(url: str, before: set[int]) -> None:
     still growing (the events were never acknowledged, so keeping them is correct).
     """
     deadline = time.monotonic() + 30
-    while _backend_pids(url) - before and time.monotonic() < deadline:
+    while _writer_backends(url, writer_pid) - before and time.monotonic() < deadline:
         time.sleep(0.02)
 
 
 def _run_and_kill(url: str, session_id: str, seed: int, delay: float) -> int:
     """Fork a writer, kill it after ``delay`` seconds, return the highest acknowledged event count."""
-    before = _backend_pids(url)
+    before = _writer_backends(url, -1)  # the test's own store connections, closed but maybe not gone yet
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:  # child
@@ -115,7 +123,7 @@ def _run_and_kill(url: str, session_id: str, seed: int, delay: float) -> int:
     time.sleep(delay)
     os.kill(pid, signal.SIGKILL)
     os.waitpid(pid, 0)
-    _wait_for_orphans(url, before)
+    _wait_for_orphans(url, pid, before)
     acked = 0
     while select.select([read_fd], [], [], 0)[0]:
         chunk = os.read(read_fd, 65536)

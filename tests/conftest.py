@@ -29,6 +29,16 @@ def postgres_url(postgres_dsn: str) -> Iterator[str]:
     drop_schema(postgres_dsn, schema)
 
 
+LONG_FIRST = "crash"
+"""The SIGKILL tests (a few minutes of the suite, each test a minute or more) are run first: with
+``pytest -n`` the short tests then fill the other workers around them, instead of one long test
+starting last and running on alone."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    items.sort(key=lambda item: item.path.parent.name != LONG_FIRST)  # stable: the order within each part holds
+
+
 DSH_OLD_ROOTS = Path(__file__).resolve().parent / "fixtures" / "dsh_old" / "roots"
 """Session roots of old-format dsh logs (see tests/fixtures/dsh_old/README.md)."""
 

@@ -3,7 +3,10 @@
 After every kill the session must reopen, every event acknowledged by a returned ``flush()``
 must still be there unchanged, and a turn the kill left open must come back closed as
 ``interrupted``. The writer is a forked child of the test process (a real process with its
-own file descriptors and locks), which keeps 200 kills per backend fast.
+own file descriptors and locks), which keeps 200 kills per backend fast. Each kill comes a
+random moment after the writer reopened the session or after one of its first three
+acknowledged flushes: on a loaded machine (a starved writer, slow fsyncs) a clock started
+at the reopen alone could run out before the first flush, and no kill would land in a turn.
 """
 
 from __future__ import annotations
@@ -67,20 +70,28 @@ def _writer(url: str, session_id: str, ack_fd: int, seed: int) -> None:
         script.turn(steps=rng.randint(1, 3), tools_per_step=rng.randint(1, 2))
 
 
-def _backend_pids(url: str) -> set[int]:
-    """PostgreSQL's server processes for the test database (empty for the other stores)."""
+def _writer_backends(url: str, writer_pid: int) -> set[int]:
+    """PostgreSQL's server processes that may be serving the writer (empty for the other stores).
+
+    Only this test's store can own them: its pool connections are named after the test's own schema
+    (``dshpy:<schema>``) and the writer's lease connection after the writer's pid. Other tests, other
+    pytest workers and other programs on the same database are never waited for.
+    """
     if not url.startswith("postgresql:"):
         return set()
     import psycopg
 
+    schema = url.rsplit("schema=", 1)[1].split("&", 1)[0]
     with psycopg.connect(url.split("?", 1)[0], autocommit=True) as db:
         rows = db.execute(
             "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            " AND (application_name = %s OR application_name LIKE %s)",
+            (f"dshpy:{schema}", f"dshpy-lease pid={writer_pid} %"),
         ).fetchall()
     return {row[0] for row in rows}
 
 
-def _wait_for_orphans(url: str, before: set[int]) -> None:
+def _wait_for_orphans(url: str, writer_pid: int, before: set[int]) -> None:
     """Wait until the killed writer's PostgreSQL backends are gone.
 
     SIGKILL ends the client, not the server process serving it: a statement the writer had
@@ -88,13 +99,26 @@ def _wait_for_orphans(url: str, before: set[int]) -> None:
     still growing (the events were never acknowledged, so keeping them is correct).
     """
     deadline = time.monotonic() + 30
-    while _backend_pids(url) - before and time.monotonic() < deadline:
+    while _writer_backends(url, writer_pid) - before and time.monotonic() < deadline:
         time.sleep(0.02)
 
 
-def _run_and_kill(url: str, session_id: str, seed: int, delay: float) -> int:
-    """Fork a writer, kill it after ``delay`` seconds, return the highest acknowledged event count."""
-    before = _backend_pids(url)
+def _read_until(read_fd: int, buffer: bytes, lines: int) -> bytes:
+    """Read the writer's reports until ``lines`` whole lines have come (or it died, or 30 s passed)."""
+    deadline = time.monotonic() + 30
+    while buffer.count(b"\n") < lines and time.monotonic() < deadline:
+        if select.select([read_fd], [], [], 0.5)[0]:
+            chunk = os.read(read_fd, 65536)
+            if not chunk:
+                break
+            buffer += chunk
+    return buffer
+
+
+def _run_and_kill(url: str, session_id: str, seed: int, acks: int, delay: float) -> int:
+    """Fork a writer, kill it ``delay`` seconds after its ``acks``-th acknowledged flush (0: after it
+    reopened the session), and return the highest acknowledged event count."""
+    before = _writer_backends(url, -1)  # the test's own store connections, closed but maybe not gone yet
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:  # child
@@ -104,18 +128,11 @@ def _run_and_kill(url: str, session_id: str, seed: int, delay: float) -> int:
         finally:
             os._exit(0)
     os.close(write_fd)
-    buffer = b""
-    deadline = time.monotonic() + 30
-    while b"ready" not in buffer and time.monotonic() < deadline:
-        if select.select([read_fd], [], [], 0.5)[0]:
-            chunk = os.read(read_fd, 65536)
-            if not chunk:
-                break
-            buffer += chunk
+    buffer = _read_until(read_fd, b"", 1 + acks)  # "ready", then one line per acknowledged flush
     time.sleep(delay)
     os.kill(pid, signal.SIGKILL)
     os.waitpid(pid, 0)
-    _wait_for_orphans(url, before)
+    _wait_for_orphans(url, pid, before)
     acked = 0
     while select.select([read_fd], [], [], 0)[0]:
         chunk = os.read(read_fd, 65536)
@@ -142,13 +159,15 @@ def test_kill9_never_loses_acknowledged_events(url):
         for _ in range(ROTATE_EVERY):
             if kills >= KILLS:
                 break
-            acked = _run_and_kill(url, session.id, rng.randrange(1 << 30), kill_delay(url, rng))
+            seed, acks = rng.randrange(1 << 30), rng.randint(0, 3)
+            acked = _run_and_kill(url, session.id, seed, acks, kill_delay(url, rng))
             kills += 1
             store = dshpy.open_store(url)
-            raw = [e.to_wire() for e in store.read(session.id)]
+            stored = list(store.read(session.id))
+            raw = [e.to_wire() for e in stored]
             assert len(raw) >= acked, f"kill {kills}: {acked} events acknowledged, only {len(raw)} stored"
             assert raw[: len(known)] == known, f"kill {kills}: previously stored events changed"
-            turn_open = dshpy.Session(store.stat(session.id).header, store.read(session.id)).open_turn is not None
+            turn_open = dshpy.Session(store.stat(session.id).header, stored).open_turn is not None
             reopened = store.open(session.id)
             assert reopened.open_turn is None
             events = [e.to_wire() for e in reopened.events]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import Any
 
 import click
 
@@ -176,15 +175,9 @@ def serve(
     )
     cost = None
     if transport == "http" and ui:
-        from .prices import PriceError, estimate_cost, load_prices
+        from .ui import ui_cost
 
-        try:
-            prices = load_prices()
-        except PriceError as error:
-            raise CliError(str(error)) from None
-
-        def cost(usage: Any) -> dict[str, Any]:
-            return estimate_cost(usage, prices)
+        cost = ui_cost()
 
     options = ServeOptions(
         store_url=state.store_url,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import webbrowser
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -30,14 +31,7 @@ def ui(state: AppState, host: str, port: int, token: str | None, open_browser: b
     from dshpy.ui.server import UiServer
 
     store = state.open_store(create=False)
-    try:
-        prices = load_prices()
-    except PriceError as error:
-        raise CliError(str(error)) from None
-
-    def cost(usage: Any) -> dict[str, Any]:
-        return estimate_cost(usage, prices)
-
+    cost = ui_cost()
     try:
         server = UiServer(store, host=host, port=port, token=token, cost=cost)
     except ValueError as error:
@@ -59,3 +53,17 @@ def ui(state: AppState, host: str, port: int, token: str | None, open_browser: b
         pass
     except OSError as error:
         raise CliError(f"cannot serve: {error}") from None
+
+
+def ui_cost() -> Callable[[Any], dict[str, Any]]:
+    """The cost column of the web UI (``dshpy ui`` and ``serve --http``): the user's price table read once, up front,
+    so a malformed table stops the command with its error instead of blanking every row later."""
+    try:
+        prices = load_prices()
+    except PriceError as error:
+        raise CliError(str(error)) from None
+
+    def cost(usage: Any) -> dict[str, Any]:
+        return estimate_cost(usage, prices)
+
+    return cost

@@ -22,6 +22,7 @@ from dshpy.errors import DshError
 from dshpy.projections.builtins.lifecycle import SESSION_STATES
 from dshpy.query.errors import INVALID_FILTER, INVALID_LIMIT, InvalidQueryError
 from dshpy.query.results import SessionSummary
+from dshpy.storage.listing_page import PageRequest, PageSort, passes_header_filters
 
 __all__ = ["SESSION_FILTER_KEYS", "SessionFilter", "check_limit", "parse_time", "parse_types"]
 
@@ -176,23 +177,29 @@ class SessionFilter:
         """The fields that filter, as JSON (a cursor's request fingerprint)."""
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if getattr(self, f.name) is not None}
 
+    def page_request(
+        self, *, sort: PageSort, descending: bool, after: tuple[int, str] | None, limit: int
+    ) -> PageRequest:
+        """The store's page request for this filter's header fields (the store cuts the page; see
+        :meth:`~dshpy.storage.contract.SessionStore.list_page`)."""
+        return PageRequest(
+            ids=self.ids,
+            exclude_ids=self.exclude_ids,
+            cwd=self.cwd,
+            created_from=self.created_from,
+            created_to=self.created_to,
+            parent=self.parent,
+            sort=sort,
+            descending=descending,
+            after=after,
+            limit=limit,
+        )
+
     def matches(self, summary: SessionSummary, lineage: frozenset[str] | None) -> bool:
         """Whether ``summary`` passes; ``lineage`` is the set :attr:`lineage` names (resolved by the caller)."""
-        info = summary.info
-        header = info.header
-        if self.ids is not None and info.id not in self.ids:
+        if not passes_header_filters(self, summary.info):
             return False
-        if self.exclude_ids is not None and info.id in self.exclude_ids:
-            return False
-        if self.cwd is not None and header.cwd not in self.cwd:
-            return False
-        if self.created_from is not None and header.created_at < self.created_from:
-            return False
-        if self.created_to is not None and header.created_at > self.created_to:
-            return False
-        if self.parent is not None and header.parent_session not in self.parent:
-            return False
-        if lineage is not None and info.id not in lineage:
+        if lineage is not None and summary.info.id not in lineage:
             return False
         return not self.needs_projections or self._projections_match(summary)
 

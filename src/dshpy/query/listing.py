@@ -25,7 +25,6 @@ from dshpy.query.filters import SessionFilter
 from dshpy.query.lineage import descendant_ids
 from dshpy.query.results import SessionPage, SessionSummary
 from dshpy.storage.contract import SessionStore
-from dshpy.storage.listing_page import PageRequest
 from dshpy.storage.projection_cache import SessionProjections
 from dshpy.storage.records import SessionInfo
 
@@ -158,18 +157,7 @@ def info_page(
         return None
     request = _request(filters, sort, descending)
     after = None if cursor is None else _after(decode_cursor(cursor, "list", request))
-    wanted = PageRequest(
-        ids=filters.ids,
-        exclude_ids=filters.exclude_ids,
-        cwd=filters.cwd,
-        created_from=filters.created_from,
-        created_to=filters.created_to,
-        parent=filters.parent,
-        sort=sort,
-        descending=descending,
-        after=after,
-        limit=limit + 1,
-    )
+    wanted = filters.page_request(sort=sort, descending=descending, after=after, limit=limit + 1)
     try:
         infos = store.list_page(wanted)
     except (CorruptSessionError, FormatVersionError):

@@ -15,14 +15,44 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
 from dshpy.storage.records import SessionInfo
 
-__all__ = ["PAGE_SORTS", "PageRequest", "PageSort"]
+__all__ = ["PAGE_SORTS", "HeaderFilters", "PageRequest", "PageSort", "passes_header_filters"]
 
 PageSort = Literal["created", "updated"]
 PAGE_SORTS: tuple[PageSort, ...] = ("created", "updated")
+
+
+class HeaderFilters(Protocol):
+    """The filters a session's header alone answers: a page request's, and the query service's first ones."""
+
+    @property
+    def ids(self) -> tuple[str, ...] | None: ...
+    @property
+    def exclude_ids(self) -> tuple[str, ...] | None: ...
+    @property
+    def cwd(self) -> tuple[str | None, ...] | None: ...
+    @property
+    def created_from(self) -> int | None: ...
+    @property
+    def created_to(self) -> int | None: ...
+    @property
+    def parent(self) -> tuple[str | None, ...] | None: ...
+
+
+def passes_header_filters(filters: HeaderFilters, info: SessionInfo) -> bool:
+    """Whether ``info`` passes every header filter that is set (``None`` does not filter)."""
+    header = info.header
+    return (
+        (filters.ids is None or info.id in filters.ids)
+        and (filters.exclude_ids is None or info.id not in filters.exclude_ids)
+        and (filters.cwd is None or header.cwd in filters.cwd)
+        and (filters.created_from is None or header.created_at >= filters.created_from)
+        and (filters.created_to is None or header.created_at <= filters.created_to)
+        and (filters.parent is None or header.parent_session in filters.parent)
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,15 +88,7 @@ class PageRequest:
 
     def matches(self, info: SessionInfo) -> bool:
         """Whether ``info`` passes the header filters (the cursor aside)."""
-        header = info.header
-        return (
-            (self.ids is None or info.id in self.ids)
-            and (self.exclude_ids is None or info.id not in self.exclude_ids)
-            and (self.cwd is None or header.cwd in self.cwd)
-            and (self.created_from is None or header.created_at >= self.created_from)
-            and (self.created_to is None or header.created_at <= self.created_to)
-            and (self.parent is None or header.parent_session in self.parent)
-        )
+        return passes_header_filters(self, info)
 
     def past(self, info: SessionInfo) -> bool:
         """Whether ``info`` comes after the cursor's session in this order (always, without a cursor)."""

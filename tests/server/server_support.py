@@ -12,7 +12,13 @@ import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pytest
+
+    from dshpy.server.methods import Runtime
+    from dshpy.testing.fake_model import FakeModelServer
 
 
 def server_env(home: Path, base_url: str | None = None, extra: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -23,6 +29,23 @@ def server_env(home: Path, base_url: str | None = None, extra: Mapping[str, str]
         env["DEEPSEEK_BASE_URL"] = base_url
     env.update(extra or {})
     return env
+
+
+def use_fake_model(monkeypatch: pytest.MonkeyPatch, server: FakeModelServer) -> None:
+    """Point an in-process runtime's model settings at ``server``, with no user config to interfere."""
+    monkeypatch.setenv("DEEPSEEK_API_KEY", "test-key")
+    monkeypatch.setenv("DEEPSEEK_BASE_URL", server.base_url)
+    monkeypatch.delenv("DEEPSEEK_MODEL", raising=False)
+    monkeypatch.setenv("DSHPY_HOME", "/nonexistent-dshpy-home")
+
+
+async def rpc(runtime: Runtime, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    """The whole JSON-RPC reply of an in-process runtime to one request."""
+    frame = json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).encode()
+    answer = await runtime.handle_frame(frame, None)
+    assert answer is not None
+    reply: dict[str, Any] = json.loads(answer)
+    return reply
 
 
 class StdioServer:

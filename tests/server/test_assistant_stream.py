@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from server_support import rpc, use_fake_model
 
 import dshpy
 from dshpy.server.methods import Runtime
@@ -17,18 +17,12 @@ from dshpy.testing.fake_model import FakeModelServer, Reply
 @pytest.fixture
 def model(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeModelServer]:
     with FakeModelServer() as server:
-        monkeypatch.setenv("DEEPSEEK_API_KEY", "test-key")
-        monkeypatch.setenv("DEEPSEEK_BASE_URL", server.base_url)
-        monkeypatch.delenv("DEEPSEEK_MODEL", raising=False)
-        monkeypatch.setenv("DSHPY_HOME", "/nonexistent-dshpy-home")
+        use_fake_model(monkeypatch, server)
         yield server
 
 
 async def call(runtime: Runtime, method: str, params: dict[str, Any]) -> dict[str, Any]:
-    frame = json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).encode()
-    answer = await runtime.handle_frame(frame, None)
-    assert answer is not None
-    reply: dict[str, Any] = json.loads(answer)
+    reply = await rpc(runtime, method, params)
     assert "error" not in reply, reply
     return reply["result"]
 

@@ -32,7 +32,6 @@ __all__ = [
     "event_verifier",
     "lost_rows",
     "session_row_crc",
-    "verified_event",
 ]
 
 _NONE = type(None)
@@ -90,25 +89,6 @@ def cache_row_crc(session_id: bytes, key: bytes, state_version: int, seq: int, s
     return zlib.crc32(state, zlib.crc32(head))
 
 
-def verified_event(
-    session_id: str,
-    seq: int,
-    body: bytes,
-    crc: int,
-    cleared: bool = False,
-    decode: Callable[[bytes], bytes] | None = None,
-) -> SessionEvent:
-    """The event an ``events`` row holds (``body`` as stored, UTF-8), once its checksum proves the row is as written.
-
-    ``cleared`` as for :func:`~dshpy.storage.base.parse_stored_event`. ``decode`` turns a
-    stored body back into the event's JSON (the session database compresses bodies,
-    :mod:`dshpy.storage.sqlite_bodies`); the checksum covers the JSON.
-    """
-    if decode is not None:
-        body = decoded_body(session_id, seq, body, decode)
-    return event_verifier(session_id)(seq, body, crc, cleared)
-
-
 def decoded_body(session_id: str, seq: object, body: object, decode: Callable[[bytes], bytes]) -> bytes:
     """The JSON a stored (possibly compressed) body holds; a body ``decode`` refuses (``ValueError``) is damage
     like any other, reported naming the row."""
@@ -121,11 +101,12 @@ def decoded_body(session_id: str, seq: object, body: object, decode: Callable[[b
 
 
 EventVerifier = Callable[[int, bytes, int, bool], SessionEvent]
-"""``(seq, body, crc, cleared) -> event``: :func:`verified_event` for the rows of one session."""
+"""``(seq, body, crc, cleared) -> event``: an ``events`` row's event, once its checksum proves the row is as written."""
 
 
 def event_verifier(session_id: str) -> EventVerifier:
-    """:func:`verified_event` for one session's rows, the key's share of each checksum computed once.
+    """The checker of one session's ``events`` rows: the event a row holds (its body as JSON, UTF-8), once its
+    checksum proves the row is as written; ``cleared`` as for :func:`~dshpy.storage.base.parse_stored_event`.
 
     A replay checks tens of thousands of rows of one session; CRC-32 continues from a
     running value, so the session id's part is summed once instead of per row.

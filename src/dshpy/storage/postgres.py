@@ -72,9 +72,9 @@ from dshpy.storage.checksum import (
     cache_row_crc,
     check_session_row,
     event_row_crc,
+    event_verifier,
     lost_rows,
     session_row_crc,
-    verified_event,
 )
 from dshpy.storage.flush_report import record_durable, reporting
 from dshpy.storage.follow import StopSignal
@@ -424,6 +424,7 @@ class PostgresStore(
         """
         recorded = self._recorded(session_id)
         expected = from_seq
+        verified = event_verifier(session_id)
         while True:
             rows = self._rows("read events", self._sql.events, (session_id, expected, _READ_CHUNK))
             for seq, body, crc in rows:
@@ -431,7 +432,7 @@ class PostgresStore(
                     raise CorruptSessionError(
                         f'session "{session_id}" is missing event {expected} (next stored: {seq})'
                     )
-                yield verified_event(session_id, seq, body.encode(), crc)
+                yield verified(seq, body.encode(), crc, False)
                 expected += 1
             if len(rows) < _READ_CHUNK:
                 break
@@ -553,12 +554,13 @@ class PostgresStore(
         self._length(session_id)  # rows lost from the end of the log are an error here too
         end = (1 << 63) - 1 if until is None else until
         chunk = 16  # small first: a caller after the first match pays for one short scan
+        verified = event_verifier(session_id)
         while from_seq < end:
             rows = self._rows(
                 "read events", self._sql.typed_events, (session_id, from_seq, end, wanted, _KNOWN_TYPES, chunk)
             )
             for seq, kind, body, crc in rows:
-                event = verified_event(session_id, seq, body.encode(), crc)
+                event = verified(seq, body.encode(), crc, False)
                 if column_text(event.type) != kind:
                     raise CorruptSessionError(f'session "{session_id}" row {seq} does not hold its indexed event')
                 if event.type in types:

@@ -81,7 +81,6 @@ from dshpy.storage.checksum import (
     event_verifier,
     lost_rows,
     session_row_crc,
-    verified_event,
 )
 from dshpy.storage.flush_report import record_durable, reporting
 from dshpy.storage.lease import FileLease, Lease
@@ -761,6 +760,8 @@ class SqliteStore(
         end = MAX_SAFE_INTEGER if until is None else until
         chunk = 16  # small first: a caller looking for the first match stops early and pays for one short scan
         doing = f'reading session "{session_id}"'
+        verified = event_verifier(session_id)
+        decode = self._decode_body
         while until is None or from_seq < until:
             with self._lock, SqliteErrors(self.path, doing):
                 rows = self._db.execute(
@@ -769,7 +770,7 @@ class SqliteStore(
                     (session_id, from_seq, end, *columns, *_KNOWN_TYPES, chunk),
                 ).fetchall()
             for seq, kind, body, crc in rows:
-                event = verified_event(session_id, seq, body, crc, decode=self._decode_body)
+                event = verified(seq, decoded_body(session_id, seq, body, decode), crc, False)
                 if column_text(event.type) != kind:
                     raise CorruptSessionError(f'session "{session_id}" row {seq} does not hold its indexed event')
                 if event.type in types:

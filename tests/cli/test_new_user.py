@@ -281,3 +281,21 @@ def test_list_keeps_turns_state_and_title_at_80_columns(store, store_url):
     row = lines[1].split()
     assert row[0] == "session-" + "a" * 32 and "3" in row and "active" in row
     assert "explain" in lines[1]
+
+
+def test_a_wide_list_never_cuts_the_state(store, store_url):
+    """Above the narrow layout rich shares the width out; the title gives way, never the lifecycle state."""
+    from cli_support import build_session, make_runner, run_cli
+    from rich.console import Console
+
+    from dshpy.cli.app import AppState
+
+    for index in range(2):
+        build_session(store, f"session-{index:032x}", turns=1, prompt="what is an append-only log? one line please")
+    console = Console(width=140, force_terminal=True, no_color=True, highlight=False, record=True, file=io.StringIO())
+    run_cli(make_runner(), ["--store", store_url, "sessions", "list"], obj=AppState(out_console=console))
+    lines = console.export_text().splitlines()
+    assert all(len(line) <= 140 for line in lines)
+    assert "events" in lines[0].split() and "state" in lines[0].split()
+    for line in lines[1:]:
+        assert "active" in line.split(), line

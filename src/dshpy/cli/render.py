@@ -139,10 +139,10 @@ def sessions_table(rows: Sequence[SessionSummary], width: int | None = None) -> 
     narrow = width is not None and width < NARROW_WIDTH
     id_width = max((len(shown_id(row.info.id)) for row in rows), default=2)  # ids are never shortened
     states = [_state_cell(row) for row in rows]
+    state_width = max([5, *(cell.cell_len for cell in states)])  # a state is never cut: the title gives way
     padding = (0, 1, 0, 0) if narrow else (0, 1)
     table = Table(box=None, header_style="bold", pad_edge=False, expand=False, padding=padding)
     if narrow and width is not None:
-        state_width = max([5, *(cell.cell_len for cell in states)])
         fixed = id_width + 5 + 5 + state_width + 6  # six one-space gaps
         cwd_width = max(4, min(24, (width - fixed) // 3))
         title_width = max(6, width - fixed - cwd_width)
@@ -159,7 +159,7 @@ def sessions_table(rows: Sequence[SessionSummary], width: int | None = None) -> 
         table.add_column("cwd", overflow="ellipsis", no_wrap=True, max_width=cwd_width)
         table.add_column("turns", justify="right", no_wrap=True, min_width=5)
         table.add_column("events", justify="right", no_wrap=True, min_width=6)
-        table.add_column("state", no_wrap=True, min_width=5)
+        table.add_column("state", no_wrap=True, min_width=state_width)
         table.add_column("title / first prompt", overflow="ellipsis", no_wrap=True, ratio=1, min_width=10)
         table.add_column("parent", overflow="ellipsis", no_wrap=True, style="dim")
     for row, shown_state in zip(rows, states, strict=True):

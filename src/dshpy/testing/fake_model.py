@@ -37,6 +37,7 @@ import itertools
 import json
 import math
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -427,6 +428,13 @@ class _Server(ThreadingHTTPServer):
     block_on_close = False
     allow_reuse_address = True
     state: _State
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that closes its kept-alive connection is normal, not an error to print: the server shares the
+        process's stderr with the code under test, whose output tests read (a CLI run in-process)."""
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
 
 
 class _Handler(BaseHTTPRequestHandler):
